@@ -1,0 +1,2 @@
+//! Bench runner (placeholder).
+fn main() {}

@@ -1,0 +1,1 @@
+//! The FFCV `.beton` format (placeholder; filled by the foundation issue).

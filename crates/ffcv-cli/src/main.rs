@@ -1,0 +1,2 @@
+//! The `ffcv` command line (placeholder).
+fn main() {}
