@@ -1,0 +1,1 @@
+//! The ffcv facade (placeholder).
