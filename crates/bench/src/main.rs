@@ -1,2 +1,7 @@
-//! Bench runner (placeholder).
-fn main() {}
+//! The benchmark runner behind `cargo xtask bench --small` (placeholder main; the framework is being built).
+
+mod report;
+
+fn main() {
+    let _ = report::Row::default();
+}
