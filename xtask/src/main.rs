@@ -1,2 +1,213 @@
-//! cargo xtask (placeholder).
-fn main() {}
+//! Developer tasks, run as `cargo xtask <task>`: `verify` (tidy, fmt, clippy, tests) and
+//! `bench` (the bounded benchmark matrix of `crates/bench`).
+//!
+//! xtask stays thin on purpose: it has no dependencies and only runs cargo (and one
+//! file-header check), so it builds in seconds on a fresh machine. The benchmark
+//! matrix itself lives in the `ffcv-bench` package.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [args]
+
+tasks:
+  verify              tidy check, `cargo fmt --check`, `cargo clippy -D warnings`, `cargo test`
+                      (the whole workspace); stops at the first failing step
+  bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
+                      `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]`
+  tidy                only the file-header check: every .rs file opens with a `//!` line
+  help                this text";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(task) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let root = workspace_root();
+    let result = match task.as_str() {
+        "verify" => verify(&root, &args[1..]),
+        "bench" => bench(&root, &args[1..]),
+        "tidy" => tidy(&root),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            eprintln!("xtask: unknown task `{other}`\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: xtask's manifest directory is `<root>/xtask`.
+fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest_dir)
+}
+
+/// `cargo xtask verify`: each step printed with its duration; the first failure stops the run.
+fn verify(root: &Path, args: &[String]) -> Result<(), String> {
+    if let Some(extra) = args.first() {
+        return Err(format!("`verify` takes no arguments (got `{extra}`)"));
+    }
+    let started = Instant::now();
+    step("tidy: every .rs file opens with a `//!` line", || {
+        tidy(root)
+    })?;
+    let cargo_steps: [(&str, &[&str]); 3] = [
+        ("fmt", &["fmt", "--all", "--", "--check"]),
+        (
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        ("test", &["test", "--workspace"]),
+    ];
+    for (name, cargo_args) in cargo_steps {
+        let title = format!("{name}: cargo {}", cargo_args.join(" "));
+        step(&title, || run_cargo(root, cargo_args))?;
+    }
+    eprintln!(
+        "xtask verify: all steps passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `cargo xtask bench ARGS...`: the benchmark runner in release mode, arguments passed through.
+fn bench(root: &Path, args: &[String]) -> Result<(), String> {
+    let mut cargo_args = vec!["run", "--release", "--package", "ffcv-bench", "--"];
+    cargo_args.extend(args.iter().map(String::as_str));
+    run_cargo(root, &cargo_args)
+}
+
+/// Runs one named step, printing its title before and its duration after.
+fn step(title: &str, body: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    eprintln!("==> {title}");
+    let started = Instant::now();
+    let result = body();
+    let seconds = started.elapsed().as_secs_f64();
+    match &result {
+        Ok(()) => eprintln!("    ok ({seconds:.1} s)"),
+        Err(_) => eprintln!("    FAILED ({seconds:.1} s)"),
+    }
+    result
+}
+
+/// Runs `cargo ARGS` in the workspace root with inherited stdio.
+fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
+    // The cargo that runs xtask, so `cargo +toolchain xtask` keeps its toolchain.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(root)
+        .status()
+        .map_err(|err| format!("cannot run `cargo {}`: {err}", args.join(" ")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// The tidy check: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
+/// with a `//!` line saying what the file holds (rust-analyzer's habit).
+fn tidy(root: &Path) -> Result<(), String> {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask", "tests", "fuzz"] {
+        collect_rust_files(&root.join(dir), &mut files)?;
+    }
+    files.sort();
+    let mut offenders = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|err| format!("cannot read {}: {err}", file.display()))?;
+        if !opens_with_module_doc(&text) {
+            offenders.push(
+                file.strip_prefix(root)
+                    .unwrap_or(file)
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    if offenders.is_empty() {
+        eprintln!("    {} files checked", files.len());
+        Ok(())
+    } else {
+        Err(format!(
+            "{} file(s) do not open with a `//!` line: {}",
+            offenders.len(),
+            offenders.join(", ")
+        ))
+    }
+}
+
+/// True when the first line of `text` is a `//!` inner doc comment.
+fn opens_with_module_doc(text: &str) -> bool {
+    text.lines()
+        .next()
+        .is_some_and(|line| line.trim_start().starts_with("//!"))
+}
+
+/// Collects `*.rs` files below `dir`, skipping build output (`target/`) and hidden folders.
+fn collect_rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(format!("cannot list {}: {err}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|err| format!("cannot list {}: {err}", dir.display()))?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let file_type = entry
+            .file_type()
+            .map_err(|err| format!("cannot stat {}: {err}", path.display()))?;
+        if file_type.is_dir() {
+            if name != "target" && !name.starts_with('.') && name != "fixtures" {
+                collect_rust_files(&path, out)?;
+            }
+        } else if file_type.is_file() && name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::opens_with_module_doc;
+
+    #[test]
+    fn module_doc_must_be_the_first_line() {
+        assert!(opens_with_module_doc(
+            "//! What this file holds.\nfn main() {}\n"
+        ));
+        assert!(!opens_with_module_doc("use std::io;\n//! late\n"));
+        assert!(!opens_with_module_doc(
+            "/// An item doc, not a module doc.\n"
+        ));
+        assert!(!opens_with_module_doc(""));
+    }
+}
