@@ -1,0 +1,298 @@
+//! `QuasiRandom`: FFCV's page-aware shuffle, which reads each page's samples close
+//! together so that a process cache needs few page slots, made stateless and extended
+//! to distributed mode.
+//!
+//! One epoch, as FFCV's `generate_order_inner`: the samples of each page are shuffled,
+//! the pages are put in random order, and a buffer holds up to `buffer_pages` pages;
+//! each next sample is the next unread sample of a page picked uniformly from the
+//! buffer, a page leaves the buffer when it is exhausted and the next page in the page
+//! order takes its place. At any moment at most `buffer_pages` pages are "open" (some
+//! of their samples emitted, some not), which bounds the pages a cache must hold.
+//!
+//! Differences from FFCV, on purpose:
+//! - The randomness comes from a PCG64 stream keyed by (seed, epoch) and, distributed,
+//!   the rank, so an epoch's order depends only on (seed, epoch, indices, page map).
+//!   FFCV reseeds numba's generators and shuffles its page table in place, so its
+//!   orders depend on how many orders were computed before; they cannot be reproduced.
+//! - A sample belongs to the first page holding its data ([`SamplePages`]); samples
+//!   without any data (not written by FFCV's writer) form one extra group.
+//! - Distributed mode (FFCV raises `NotImplementedError`): each epoch the pages are
+//!   dealt out to the ranks so that every rank holds a disjoint share of the pages,
+//!   balanced by sample count; each rank walks its share as above and pads its order
+//!   to the common length by repeating it from its start (as `DistributedSampler`
+//!   pads). See [`QuasiRandom::with_distributed`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::TraversalOrder;
+use crate::distributed::Distributed;
+use crate::error::{Error, Result};
+use crate::pcg64::NumpyPcg64;
+use crate::sample_pages::SamplePages;
+use crate::seed_sequence::SeedSequence;
+
+/// Domain-separation words for the generator streams, so that the walk of one process,
+/// the page dealing and each rank's walk never share a stream.
+const STREAM_WALK: u32 = 0x5157_414c; // "QWAL"
+const STREAM_DEAL: u32 = 0x5144_4541; // "QDEA"
+const STREAM_RANK: u32 = 0x5152_4e4b; // "QRNK"
+
+/// FFCV's buffer size for a batch size: `2 * batch_size` pages.
+pub const fn default_buffer_pages(batch_size: usize) -> usize {
+    batch_size.saturating_mul(2)
+}
+
+/// The page-aware random order (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuasiRandom {
+    /// The indices grouped by page (ascending page id, pageless group last); inside a
+    /// group in index-list order.
+    samples: Vec<u64>,
+    /// `samples[starts[g]..starts[g + 1]]` is group `g`; never an empty group.
+    starts: Vec<usize>,
+    seed: u64,
+    buffer_pages: usize,
+    distributed: Option<DistributedShare>,
+}
+
+/// The distributed configuration and the per-rank length it implies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DistributedShare {
+    distributed: Distributed,
+    samples_per_rank: usize,
+}
+
+fn stream(words: &[u32]) -> NumpyPcg64 {
+    NumpyPcg64::from_seed_sequence(&SeedSequence::from_words(words))
+}
+
+fn split(value: u64) -> [u32; 2] {
+    // Truncation is the point: the low and the high word.
+    [value as u32, (value >> 32) as u32]
+}
+
+impl QuasiRandom {
+    /// Over `indices`, grouped by the page `pages` gives each, with a buffer of
+    /// `buffer_pages` pages (FFCV: [`default_buffer_pages`]).
+    ///
+    /// Fails when no sample of the dataset has data in a page (FFCV: "won't benefit
+    /// from QuasiRandom order"), when an index is not a sample of `pages`, or when the
+    /// buffer is empty.
+    pub fn new(
+        indices: &[u64],
+        pages: &SamplePages,
+        seed: u64,
+        buffer_pages: usize,
+    ) -> Result<QuasiRandom> {
+        if buffer_pages == 0 {
+            return Err(Error::ZeroBufferPages);
+        }
+        if !pages.has_data_pages() {
+            return Err(Error::NoDataPages);
+        }
+        // Key (false, page) for a real page, (true, 0) for samples without data, so the
+        // pageless group sorts last.
+        let mut groups: BTreeMap<(bool, u64), Vec<u64>> = BTreeMap::new();
+        for (position, &index) in indices.iter().enumerate() {
+            if index >= pages.num_samples() {
+                return Err(Error::IndexOutOfRange {
+                    index,
+                    position,
+                    num_samples: pages.num_samples(),
+                });
+            }
+            let key = match pages.page_of(index) {
+                Some(page) => (false, page),
+                None => (true, 0),
+            };
+            groups.entry(key).or_default().push(index);
+        }
+        let mut samples = Vec::with_capacity(indices.len());
+        let mut starts = Vec::with_capacity(groups.len() + 1);
+        starts.push(0);
+        for group in groups.into_values() {
+            samples.extend_from_slice(&group);
+            starts.push(samples.len());
+        }
+        Ok(QuasiRandom {
+            samples,
+            starts,
+            seed,
+            buffer_pages,
+            distributed: None,
+        })
+    }
+
+    /// Only this rank's share (FFCV refuses QuasiRandom in distributed mode; we don't).
+    ///
+    /// Each epoch the page groups are shuffled by (seed, epoch), stably sorted by
+    /// decreasing sample count and dealt, largest first, to the least-loaded of
+    /// `world_size` bins (lowest bin on ties); the bins are then given to the ranks in
+    /// an order shuffled by (seed, epoch). Ranks thus hold disjoint pages, different
+    /// ones each epoch. Every rank yields the same number of samples, the largest bin's
+    /// count, which is the same every epoch (it depends on the page sizes only); a rank
+    /// with fewer samples repeats its order from its start, and a rank with no page at
+    /// all (more ranks than pages) repeats the epoch's samples from the first dealt page.
+    /// Across ranks every index appears every epoch.
+    pub fn with_distributed(mut self, distributed: Distributed) -> QuasiRandom {
+        let mut sizes: Vec<usize> = (0..self.num_groups()).map(|g| self.group_len(g)).collect();
+        sizes.sort_unstable_by_key(|&size| Reverse(size));
+        let (_, loads) = deal(&sizes, (0..sizes.len()).collect(), distributed.world_size());
+        let samples_per_rank = loads.into_iter().max().unwrap_or(0);
+        self.distributed = Some(DistributedShare {
+            distributed,
+            samples_per_rank,
+        });
+        self
+    }
+
+    /// The buffer size in pages.
+    pub fn buffer_pages(&self) -> usize {
+        self.buffer_pages
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The number of page groups among the indices.
+    pub fn num_groups(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn group_len(&self, group: usize) -> usize {
+        self.starts[group + 1] - self.starts[group]
+    }
+
+    fn group(&self, group: usize) -> &[u64] {
+        &self.samples[self.starts[group]..self.starts[group + 1]]
+    }
+
+    /// The buffered walk over the given groups (see the module docs).
+    fn walk(&self, groups: &[usize], rng: &mut NumpyPcg64) -> Vec<u64> {
+        // Each group's samples, shuffled, laid end to end.
+        let mut local = Vec::with_capacity(groups.iter().map(|&g| self.group_len(g)).sum());
+        let mut ranges = Vec::with_capacity(groups.len());
+        for &g in groups {
+            let start = local.len();
+            local.extend_from_slice(self.group(g));
+            rng.shuffle(&mut local[start..]);
+            ranges.push((start, local.len()));
+        }
+        let page_order = rng.permutation(ranges.len());
+        let mut cursor: Vec<usize> = ranges.iter().map(|&(start, _)| start).collect();
+        let mut buffer: Vec<usize> = Vec::with_capacity(self.buffer_pages.min(ranges.len()));
+        let mut next_page = 0;
+        let mut order = Vec::with_capacity(local.len());
+        while order.len() < local.len() {
+            while next_page < page_order.len() && buffer.len() < self.buffer_pages {
+                // A permutation of 0..ranges.len(), so a valid group position.
+                let page = page_order[next_page] as usize;
+                if ranges[page].0 < ranges[page].1 {
+                    buffer.push(page);
+                }
+                next_page += 1;
+            }
+            // Unread samples remain, and every page holding some is in the buffer or
+            // still to be added, so the buffer is not empty here.
+            let Some(last) = buffer.len().checked_sub(1) else {
+                break;
+            };
+            let slot = rng.random_interval(last as u64) as usize;
+            let page = buffer[slot];
+            order.push(local[cursor[page]]);
+            cursor[page] += 1;
+            if cursor[page] == ranges[page].1 {
+                buffer.swap_remove(slot);
+            }
+        }
+        order
+    }
+}
+
+/// Deal groups (in the given order) to the least-loaded of `bins` bins, lowest bin on
+/// ties. Returns the bins' groups and loads.
+fn deal(sizes: &[usize], groups: Vec<usize>, bins: usize) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut dealt = vec![Vec::new(); bins];
+    let mut loads = vec![0usize; bins];
+    let mut heap: BinaryHeap<Reverse<(usize, usize)>> =
+        (0..bins).map(|b| Reverse((0, b))).collect();
+    for g in groups {
+        if let Some(Reverse((load, bin))) = heap.pop() {
+            dealt[bin].push(g);
+            loads[bin] = load + sizes[g];
+            heap.push(Reverse((loads[bin], bin)));
+        }
+    }
+    (dealt, loads)
+}
+
+impl TraversalOrder for QuasiRandom {
+    fn order(&self, epoch: u64) -> Vec<u64> {
+        let [seed_lo, seed_hi] = split(self.seed);
+        let [epoch_lo, epoch_hi] = split(epoch);
+        let Some(share) = self.distributed else {
+            let mut rng = stream(&[STREAM_WALK, seed_lo, seed_hi, epoch_lo, epoch_hi]);
+            let all: Vec<usize> = (0..self.num_groups()).collect();
+            return self.walk(&all, &mut rng);
+        };
+        let world_size = share.distributed.world_size();
+        let rank = share.distributed.rank();
+
+        // The same dealing on every rank: it depends on (seed, epoch) only.
+        let mut dealer = stream(&[STREAM_DEAL, seed_lo, seed_hi, epoch_lo, epoch_hi]);
+        let mut groups: Vec<usize> = dealer
+            .permutation(self.num_groups())
+            .into_iter()
+            .map(|g| g as usize)
+            .collect();
+        let sizes: Vec<usize> = (0..self.num_groups()).map(|g| self.group_len(g)).collect();
+        groups.sort_by_key(|&g| Reverse(sizes[g]));
+        let (bins, _) = deal(&sizes, groups.clone(), world_size);
+        let bin_of_rank = dealer.permutation(world_size);
+        let my_bin = bin_of_rank[rank] as usize;
+
+        let [rank_lo, rank_hi] = split(rank as u64);
+        let mut rng = stream(&[
+            STREAM_RANK,
+            seed_lo,
+            seed_hi,
+            epoch_lo,
+            epoch_hi,
+            rank_lo,
+            rank_hi,
+        ]);
+        let mut order = self.walk(&bins[my_bin], &mut rng);
+        let target = share.samples_per_rank;
+        if order.len() < target {
+            tracing::debug!(
+                rank,
+                epoch,
+                own = order.len(),
+                target,
+                "QuasiRandom distributed: padding this rank's order"
+            );
+            // A rank without pages repeats the epoch's samples in dealing order.
+            let source: Vec<u64> = if order.is_empty() {
+                groups
+                    .iter()
+                    .flat_map(|&g| self.group(g).iter().copied())
+                    .collect()
+            } else {
+                order.clone()
+            };
+            let missing = target - order.len();
+            order.extend(source.iter().cycle().take(missing));
+        }
+        order
+    }
+
+    fn samples_per_epoch(&self) -> usize {
+        match self.distributed {
+            None => self.samples.len(),
+            Some(share) => share.samples_per_rank,
+        }
+    }
+}
