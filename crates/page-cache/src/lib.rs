@@ -1,1 +1,227 @@
-//! Page caches (placeholder).
+//! Where a `.beton` sample's bytes come from during an epoch: the OS page cache through
+//! the reader's map, or a process cache that reads whole pages ahead of need.
+//!
+//! # Overview
+//!
+//! - [`PageCache`] is built from a [`beton_io::Reader`] and a [`CacheConfig`]: either an
+//!   [`OsCache`] (`os_cache = true`: reads are slices of the read-only map, with
+//!   `madvise` hints chosen from the order) or a [`ProcessCache`] (`os_cache = false`:
+//!   FFCV's page schedule, executed by page-reader threads doing positional reads into
+//!   slots this process owns).
+//! - [`PageCache::schedule_epoch`] takes the epoch's batches (sample ids) and returns an
+//!   [`EpochContext`]. Call [`EpochContext::start_batch`] for batches `0, 1, 2, …` in
+//!   order; it may block until the pages the batch needs are loaded. Between two
+//!   `start_batch` calls, [`EpochContext::read`] returns the bytes of an allocation of
+//!   that batch, from any number of threads (`EpochContext` is `Sync`).
+//! - [`PageSchedule`] is the pure schedule (pages per batch, first/last batch per page,
+//!   slot assignment); [`CacheStats`] the counters (pages loaded, bytes read from
+//!   storage, time spent waiting, slots in use and their peak, read errors).
+//!
+//! The process cache allocates its slot memory once and reuses it in later epochs that
+//! need no more slots. Before allocating, it checks the schedule's need against
+//! `max_memory` (default: the OS's available memory) and fails with
+//! [`Error::MemoryBudget`] rather than exhaust memory. Dropping an `EpochContext` stops
+//! and joins its page readers.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use page_cache::{CacheConfig, PageCache};
+//!
+//! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/multipage.beton");
+//! let reader = Arc::new(beton_io::Reader::open(path)?);
+//! let config = CacheConfig { os_cache: false, ..CacheConfig::default() };
+//! let cache = PageCache::new(Arc::clone(&reader), &config)?;
+//!
+//! // Two batches of samples; the cache plans which pages each needs.
+//! let batches = vec![vec![0, 1, 2], vec![39, 7]];
+//! let mut epoch = cache.schedule_epoch(&batches)?;
+//! for (b, batch) in batches.iter().enumerate() {
+//!     epoch.start_batch(b)?;
+//!     for &sample in batch {
+//!         for row in reader.alloc_rows().filter(|r| r.sample_id == sample) {
+//!             assert_eq!(epoch.read(row.ptr)?, reader.data_at(row.ptr)?);
+//!         }
+//!     }
+//! }
+//! assert_eq!(epoch.stats().pages_loaded, 3); // pages 1 (samples 0-2), 2 (sample 7), 7 (sample 39)
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod advice;
+mod error;
+mod memory;
+mod os;
+mod process;
+mod readers;
+mod schedule;
+mod slots;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use beton_io::Reader;
+
+pub use advice::Advice;
+pub use error::{Error, Result};
+pub use memory::available_memory;
+pub use os::{OsCache, OsEpoch};
+pub use process::{ProcessCache, ProcessEpoch};
+pub use schedule::{PageSchedule, ScheduledPage};
+
+/// The `madvise` policy of the OS cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OsAdvice {
+    /// Pick from each epoch's order: sequential readahead for sequential orders, no
+    /// readahead for random orders over small samples, the default otherwise.
+    #[default]
+    Auto,
+    /// Give no hints.
+    Off,
+    /// Always give this hint.
+    Fixed(Advice),
+}
+
+/// The knobs of both caches, with FFCV's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// `true`: the OS page cache through the map; `false`: the process cache.
+    pub os_cache: bool,
+    /// Process cache: batches ahead of need at which a page may be fetched (FFCV: 3).
+    pub prefetch_ahead: usize,
+    /// Process cache: page-reader threads per epoch (FFCV: 12).
+    pub reader_threads: usize,
+    /// Process cache: most bytes of page slots an epoch may use; `None` = the OS's
+    /// available memory when the epoch is scheduled.
+    pub max_memory: Option<u64>,
+    /// Process cache: read pages with `O_DIRECT` (bypassing the OS page cache), falling
+    /// back to buffered reads if the filesystem refuses.
+    pub direct_io: bool,
+    /// OS cache: the `madvise` policy.
+    pub os_advice: OsAdvice,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            os_cache: true,
+            prefetch_ahead: 3,
+            reader_threads: 12,
+            max_memory: None,
+            direct_io: false,
+            os_advice: OsAdvice::Auto,
+        }
+    }
+}
+
+/// A snapshot of a cache's counters (all zero for the OS cache, which loads nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Pages read from storage into slots.
+    pub pages_loaded: u64,
+    /// Bytes read from storage (whole pages; the last page may be short).
+    pub storage_bytes_read: u64,
+    /// Time `start_batch` spent blocked waiting for pages.
+    pub page_wait: Duration,
+    /// Slots holding or awaiting a page now.
+    pub slots_in_use: usize,
+    /// Most slots in use at once.
+    pub peak_slots_in_use: usize,
+    /// Slots the schedule needs (for a cache: the most any epoch needed).
+    pub num_slots: usize,
+    /// Bytes of slot memory allocated.
+    pub slot_memory_bytes: u64,
+    /// Page reads that failed.
+    pub page_read_errors: u64,
+    /// Whether pages are read with `O_DIRECT`.
+    pub direct_io: bool,
+}
+
+/// Either cache, behind one interface.
+#[derive(Clone)]
+pub enum PageCache {
+    /// `os_cache = true`.
+    Os(OsCache),
+    /// `os_cache = false`.
+    Process(ProcessCache),
+}
+
+impl PageCache {
+    /// Builds the cache `config.os_cache` selects.
+    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<PageCache> {
+        Ok(if config.os_cache {
+            PageCache::Os(OsCache::new(reader, config))
+        } else {
+            PageCache::Process(ProcessCache::new(reader, config)?)
+        })
+    }
+
+    /// The reader the cache serves.
+    pub fn reader(&self) -> &Arc<Reader> {
+        match self {
+            PageCache::Os(c) => c.reader(),
+            PageCache::Process(c) => c.reader(),
+        }
+    }
+
+    /// Plans an epoch over `batches` (sample ids per batch).
+    pub fn schedule_epoch(&self, batches: &[Vec<u64>]) -> Result<EpochContext> {
+        Ok(match self {
+            PageCache::Os(c) => EpochContext::Os(c.schedule_epoch(batches)?),
+            PageCache::Process(c) => EpochContext::Process(Box::new(c.schedule_epoch(batches)?)),
+        })
+    }
+
+    /// Counters accumulated over every epoch (zero for the OS cache).
+    pub fn stats(&self) -> CacheStats {
+        match self {
+            PageCache::Os(_) => CacheStats::default(),
+            PageCache::Process(c) => c.stats(),
+        }
+    }
+}
+
+/// One epoch of either cache.
+pub enum EpochContext {
+    /// An OS-cache epoch.
+    Os(OsEpoch),
+    /// A process-cache epoch (boxed: it carries the epoch's schedule).
+    Process(Box<ProcessEpoch>),
+}
+
+impl EpochContext {
+    /// Prepares batch `b` (batches start in order from 0); the process cache blocks
+    /// until the pages `b` needs are loaded.
+    pub fn start_batch(&mut self, b: usize) -> Result<()> {
+        match self {
+            EpochContext::Os(e) => e.start_batch(b),
+            EpochContext::Process(e) => e.start_batch(b),
+        }
+    }
+
+    /// The bytes of the allocation at `ptr` (size from the allocation table).
+    #[inline]
+    pub fn read(&self, ptr: u64) -> Result<&[u8]> {
+        match self {
+            EpochContext::Os(e) => e.read(ptr),
+            EpochContext::Process(e) => e.read(ptr),
+        }
+    }
+
+    /// Number of batches of the epoch.
+    pub fn num_batches(&self) -> usize {
+        match self {
+            EpochContext::Os(e) => e.num_batches(),
+            EpochContext::Process(e) => e.num_batches(),
+        }
+    }
+
+    /// This epoch's counters so far.
+    pub fn stats(&self) -> CacheStats {
+        match self {
+            EpochContext::Os(e) => e.stats(),
+            EpochContext::Process(e) => e.stats(),
+        }
+    }
+}

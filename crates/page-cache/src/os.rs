@@ -1,0 +1,161 @@
+//! The OS cache (`os_cache = true`): reads are slices of the reader's read-only map;
+//! the kernel's page cache does the caching, steered by `madvise` hints.
+
+use std::sync::Arc;
+
+use beton_io::Reader;
+
+use crate::advice::{Advice, advise};
+use crate::error::{Error, Result};
+use crate::{CacheConfig, CacheStats, OsAdvice};
+
+/// The OS cache over a reader's map.
+#[derive(Clone)]
+pub struct OsCache {
+    reader: Arc<Reader>,
+    advice: OsAdvice,
+}
+
+impl OsCache {
+    /// Wraps `reader`; `config.os_advice` chooses the `madvise` policy.
+    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> OsCache {
+        OsCache {
+            reader,
+            advice: config.os_advice,
+        }
+    }
+
+    /// The reader this cache serves.
+    pub fn reader(&self) -> &Arc<Reader> {
+        &self.reader
+    }
+
+    /// The hint [`OsCache::schedule_epoch`] would give for these batches.
+    pub fn advice_for(&self, batches: &[Vec<u64>]) -> Option<Advice> {
+        match self.advice {
+            OsAdvice::Off => None,
+            OsAdvice::Fixed(a) => Some(a),
+            OsAdvice::Auto => Some(auto_advice(&self.reader, batches)),
+        }
+    }
+
+    /// Starts an epoch: checks the sample ids and applies the `madvise` hint chosen for
+    /// the order (a failed hint is logged, never an error).
+    pub fn schedule_epoch(&self, batches: &[Vec<u64>]) -> Result<OsEpoch> {
+        let num_samples = self.reader.num_samples();
+        for (b, batch) in batches.iter().enumerate() {
+            if let Some(&s) = batch.iter().find(|&&s| s >= num_samples) {
+                return Err(Error::SampleOutOfRange {
+                    path: self.reader.path().to_owned(),
+                    batch: b,
+                    sample: s,
+                    num_samples,
+                });
+            }
+        }
+        let advice = self.advice_for(batches);
+        if let Some(a) = advice {
+            let start = self.reader.layout().data_region_start as usize;
+            if let Err(e) = advise(self.reader.bytes(), start, a) {
+                tracing::debug!(advice = ?a, error = %e, "madvise refused");
+            } else {
+                tracing::debug!(advice = ?a, "madvise applied to the data region");
+            }
+        }
+        Ok(OsEpoch {
+            reader: Arc::clone(&self.reader),
+            num_batches: batches.len(),
+            next_batch: 0,
+            advice,
+        })
+    }
+}
+
+/// Sequential if most consecutive samples of the epoch stay on the same or the next
+/// page: then aggressive readahead pays. Otherwise random access: no readahead for
+/// small allocations (a fault would pull in neighbours nobody reads soon), default
+/// readahead for large ones (a 128 KiB sample spans many OS pages that readahead
+/// fetches in one request).
+fn auto_advice(reader: &Reader, batches: &[Vec<u64>]) -> Advice {
+    let page_map = reader.page_map();
+    let mut steps = 0usize;
+    let mut forward = 0usize;
+    let mut prev: Option<u64> = None;
+    for &s in batches.iter().flatten() {
+        let Some(&page) = page_map.pages_of_sample(s).first() else {
+            continue;
+        };
+        if let Some(p) = prev {
+            steps += 1;
+            if page == p || page == p + 1 {
+                forward += 1;
+            }
+        }
+        prev = Some(page);
+    }
+    if steps == 0 || forward * 10 >= steps * 9 {
+        return Advice::Sequential;
+    }
+    let (count, total) = reader
+        .alloc_rows()
+        .fold((0u64, 0u64), |(c, t), r| (c + 1, t.saturating_add(r.size)));
+    let mean = total.checked_div(count).unwrap_or(0);
+    if mean < 32 * 1024 {
+        Advice::Random
+    } else {
+        Advice::Normal
+    }
+}
+
+/// One epoch of the OS cache.
+pub struct OsEpoch {
+    reader: Arc<Reader>,
+    num_batches: usize,
+    next_batch: usize,
+    advice: Option<Advice>,
+}
+
+impl OsEpoch {
+    /// Number of batches of the epoch.
+    pub fn num_batches(&self) -> usize {
+        self.num_batches
+    }
+
+    /// The hint applied for this epoch.
+    pub fn advice(&self) -> Option<Advice> {
+        self.advice
+    }
+
+    /// Checks the batch order; the OS cache has nothing to load.
+    pub fn start_batch(&mut self, b: usize) -> Result<()> {
+        if b != self.next_batch || b >= self.num_batches {
+            return Err(Error::BatchOutOfOrder {
+                expected: self.next_batch,
+                got: b,
+                num_batches: self.num_batches,
+            });
+        }
+        self.next_batch = b + 1;
+        Ok(())
+    }
+
+    /// The bytes of the allocation at `ptr`: a slice of the map.
+    pub fn read(&self, ptr: u64) -> Result<&[u8]> {
+        Ok(self.reader.data_at(ptr)?)
+    }
+
+    /// Counters: the OS cache loads no pages itself, so only the epoch facts are set.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats::default()
+    }
+}
+
+impl Drop for OsEpoch {
+    fn drop(&mut self) {
+        // Leave the map as we found it for other users of the same reader.
+        if matches!(self.advice, Some(a) if a != Advice::Normal) {
+            let start = self.reader.layout().data_region_start as usize;
+            let _ = advise(self.reader.bytes(), start, Advice::Normal);
+        }
+    }
+}

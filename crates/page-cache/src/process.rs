@@ -1,0 +1,515 @@
+//! The process cache (`os_cache = false`): FFCV's page schedule executed by page-reader
+//! threads into slots this process owns.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use beton_io::Reader;
+
+use crate::error::{Error, Result};
+use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
+use crate::schedule::PageSchedule;
+use crate::slots::{SlotArena, SlotOwner};
+use crate::{CacheConfig, CacheStats};
+
+const NO_SLOT: u32 = u32::MAX;
+
+/// The process cache: reads whole pages into slots it owns, following each epoch's
+/// schedule. Cheap to share (`Clone` shares the slot memory and counters).
+#[derive(Clone)]
+pub struct ProcessCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    reader: Arc<Reader>,
+    file: Arc<PageFile>,
+    direct_io_fallback: Option<String>,
+    prefetch_ahead: usize,
+    reader_threads: usize,
+    max_memory: Option<u64>,
+    page_size: u64,
+    file_size: u64,
+    num_samples: u64,
+    /// Slot memory between epochs (taken by a live epoch, returned when it drops).
+    arena: Mutex<Option<SlotArena>>,
+    /// Bytes of slot memory currently allocated (held here or by a live epoch).
+    slot_memory_bytes: AtomicU64,
+    /// How many times slot memory was allocated.
+    slot_allocations: AtomicU64,
+    live_threads: Arc<AtomicUsize>,
+    totals: Arc<Counters>,
+    wait_nanos: AtomicU64,
+    slots_in_use: AtomicUsize,
+    peak_slots: AtomicUsize,
+    max_num_slots: AtomicUsize,
+}
+
+impl ProcessCache {
+    /// Prepares the cache for `reader`'s file: opens its own descriptor for positional
+    /// reads (with `O_DIRECT` if `config.direct_io`, falling back to buffered reads if
+    /// refused) Allocates no slot memory yet.
+    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<ProcessCache> {
+        let path = reader.path().to_owned();
+        let (file, direct_io_fallback) =
+            PageFile::open(&path, config.direct_io).map_err(|source| Error::Open {
+                path: path.clone(),
+                source,
+            })?;
+        if let Some(why) = &direct_io_fallback {
+            tracing::warn!(path = %path.display(), reason = %why, "O_DIRECT unavailable; using buffered page reads");
+        }
+        Ok(ProcessCache {
+            inner: Arc::new(Inner {
+                page_size: reader.page_size(),
+                file_size: reader.file_size(),
+                num_samples: reader.num_samples(),
+                reader,
+                file: Arc::new(file),
+                direct_io_fallback,
+                prefetch_ahead: config.prefetch_ahead,
+                reader_threads: config.reader_threads.max(1),
+                max_memory: config.max_memory,
+                arena: Mutex::new(None),
+                slot_memory_bytes: AtomicU64::new(0),
+                slot_allocations: AtomicU64::new(0),
+                live_threads: Arc::new(AtomicUsize::new(0)),
+                totals: Arc::new(Counters::default()),
+                wait_nanos: AtomicU64::new(0),
+                slots_in_use: AtomicUsize::new(0),
+                peak_slots: AtomicUsize::new(0),
+                max_num_slots: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The reader this cache serves.
+    pub fn reader(&self) -> &Arc<Reader> {
+        &self.inner.reader
+    }
+
+    /// Whether page reads bypass the OS page cache (`O_DIRECT` asked for and accepted).
+    pub fn direct_io(&self) -> bool {
+        self.inner.file.is_direct()
+    }
+
+    /// Why `O_DIRECT` was not used although asked for (None if not asked or accepted).
+    pub fn direct_io_fallback(&self) -> Option<&str> {
+        self.inner.direct_io_fallback.as_deref()
+    }
+
+    /// Bytes of slot memory currently allocated by this cache.
+    pub fn slot_memory_bytes(&self) -> u64 {
+        self.inner.slot_memory_bytes.load(Ordering::SeqCst)
+    }
+
+    /// How many times slot memory has been allocated (once, unless an epoch needed more
+    /// slots than any before it, or two epochs were alive at once).
+    pub fn slot_allocations(&self) -> u64 {
+        self.inner.slot_allocations.load(Ordering::SeqCst)
+    }
+
+    /// Page-reader threads currently running (0 once every epoch context is dropped).
+    pub fn live_reader_threads(&self) -> usize {
+        self.inner.live_threads.load(Ordering::SeqCst)
+    }
+
+    /// Counters accumulated over every epoch of this cache.
+    pub fn stats(&self) -> CacheStats {
+        let i = &self.inner;
+        CacheStats {
+            pages_loaded: i.totals.pages_loaded.load(Ordering::Relaxed),
+            storage_bytes_read: i.totals.storage_bytes_read.load(Ordering::Relaxed),
+            page_wait: Duration::from_nanos(i.wait_nanos.load(Ordering::Relaxed)),
+            slots_in_use: i.slots_in_use.load(Ordering::Relaxed),
+            peak_slots_in_use: i.peak_slots.load(Ordering::Relaxed),
+            num_slots: i.max_num_slots.load(Ordering::Relaxed),
+            slot_memory_bytes: self.slot_memory_bytes(),
+            page_read_errors: i.totals.page_read_errors.load(Ordering::Relaxed),
+            direct_io: self.direct_io(),
+        }
+    }
+
+    /// The pages each batch needs, checking every sample id.
+    pub fn pages_per_batch(&self, batches: &[Vec<u64>]) -> Result<Vec<Vec<u64>>> {
+        let i = &self.inner;
+        let page_map = i.reader.page_map();
+        batches
+            .iter()
+            .enumerate()
+            .map(|(b, batch)| {
+                let mut pages = Vec::new();
+                for &s in batch {
+                    if s >= i.num_samples {
+                        return Err(Error::SampleOutOfRange {
+                            path: i.reader.path().to_owned(),
+                            batch: b,
+                            sample: s,
+                            num_samples: i.num_samples,
+                        });
+                    }
+                    pages.extend_from_slice(page_map.pages_of_sample(s));
+                }
+                pages.sort_unstable();
+                pages.dedup();
+                Ok(pages)
+            })
+            .collect()
+    }
+
+    /// The schedule an epoch over `batches` would follow (what `schedule_epoch` uses).
+    pub fn plan(&self, batches: &[Vec<u64>]) -> Result<PageSchedule> {
+        Ok(PageSchedule::compute(
+            &self.pages_per_batch(batches)?,
+            self.inner.prefetch_ahead,
+        ))
+    }
+
+    /// Plans the epoch, checks the memory budget, takes (or allocates) the slot memory
+    /// and starts the page readers. Nothing is read until [`ProcessEpoch::start_batch`].
+    pub fn schedule_epoch(&self, batches: &[Vec<u64>]) -> Result<ProcessEpoch> {
+        let i = &self.inner;
+        let path = i.reader.path().to_owned();
+        let schedule = self.plan(batches)?;
+        let needed = schedule.slot_bytes(i.page_size);
+
+        // The guard runs before any allocation. Memory we already hold counts towards
+        // the default budget: it is reused, and MemAvailable does not include it.
+        let held = lock(&i.arena).as_ref().map_or(0, SlotArena::bytes);
+        let budget = match i.max_memory {
+            Some(m) => m,
+            None => crate::memory::available_memory().map_or(u64::MAX, |m| m.saturating_add(held)),
+        };
+        if needed > budget {
+            return Err(Error::MemoryBudget {
+                path,
+                needed,
+                budget,
+                num_slots: schedule.num_slots,
+                page_size: i.page_size,
+            });
+        }
+
+        let slot_size = usize::try_from(i.page_size).map_err(|_| Error::Setup {
+            path: path.clone(),
+            what: "page size",
+            source: std::io::Error::other("page size exceeds the address space"),
+        })?;
+        let previous = lock(&i.arena).take();
+        let arena = match previous {
+            Some(a) if a.num_slots() >= schedule.num_slots && a.slot_size() == slot_size => a,
+            previous => {
+                if let Some(old) = previous {
+                    // Free the smaller arena before mapping the larger one.
+                    i.slot_memory_bytes.fetch_sub(old.bytes(), Ordering::SeqCst);
+                    drop(old);
+                }
+                let a = SlotArena::new(schedule.num_slots, slot_size).map_err(|source| {
+                    Error::Setup {
+                        path: path.clone(),
+                        what: "slot memory",
+                        source,
+                    }
+                })?;
+                i.slot_memory_bytes.fetch_add(a.bytes(), Ordering::SeqCst);
+                i.slot_allocations.fetch_add(1, Ordering::SeqCst);
+                tracing::debug!(
+                    slots = schedule.num_slots,
+                    bytes = a.bytes(),
+                    "allocated page slots"
+                );
+                a
+            }
+        };
+        let owner = SlotOwner::new(arena);
+        let counters = Arc::new(Counters::default());
+        let threads = i.reader_threads.min(schedule.pages.len());
+        let pool = if threads == 0 {
+            None
+        } else {
+            match ReaderPool::start(
+                threads,
+                Arc::clone(&i.file),
+                owner.writers(),
+                [Arc::clone(&counters), Arc::clone(&i.totals)],
+                Arc::clone(&i.live_threads),
+            ) {
+                Ok(p) => Some(p),
+                Err(source) => {
+                    self.give_back(owner);
+                    return Err(Error::Setup {
+                        path,
+                        what: "page-reader threads",
+                        source,
+                    });
+                }
+            }
+        };
+        let num_pages = i.file_size.div_ceil(i.page_size.max(1));
+        // The page table is sized by pages of the (validated) file, not by file contents.
+        let page_slot = vec![NO_SLOT; usize::try_from(num_pages).unwrap_or(0)];
+        i.max_num_slots
+            .fetch_max(schedule.num_slots, Ordering::Relaxed);
+        Ok(ProcessEpoch {
+            cache: self.clone(),
+            schedule,
+            owner,
+            pool,
+            page_slot,
+            next_batch: 0,
+            counters,
+            wait: Duration::ZERO,
+            in_use: 0,
+            peak: 0,
+            aborted: None,
+        })
+    }
+
+    fn give_back(&self, mut owner: SlotOwner) {
+        if let Some(arena) = owner.release() {
+            self.keep(arena);
+        }
+    }
+
+    /// Keeps `arena` for the next epoch (or frees it if a larger one is kept).
+    fn keep(&self, arena: SlotArena) {
+        let mut slot = lock(&self.inner.arena);
+        match slot.as_ref() {
+            // Another epoch returned a larger arena meanwhile: keep that one.
+            Some(kept) if kept.num_slots() >= arena.num_slots() => {
+                self.inner
+                    .slot_memory_bytes
+                    .fetch_sub(arena.bytes(), Ordering::SeqCst);
+            }
+            _ => {
+                if let Some(old) = slot.replace(arena) {
+                    self.inner
+                        .slot_memory_bytes
+                        .fetch_sub(old.bytes(), Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.reader.path()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One epoch of the process cache: `start_batch(b)` in order, then `read` the samples of
+/// batch `b` from any number of threads.
+pub struct ProcessEpoch {
+    cache: ProcessCache,
+    schedule: PageSchedule,
+    /// The slots (emptied on drop, when the arena goes back to the cache).
+    owner: SlotOwner,
+    /// `Some` while readers run (taken first on drop, which joins them).
+    pool: Option<ReaderPool>,
+    /// Slot of each page currently held, `NO_SLOT` otherwise.
+    page_slot: Vec<u32>,
+    next_batch: usize,
+    counters: Arc<Counters>,
+    wait: Duration,
+    in_use: usize,
+    peak: usize,
+    aborted: Option<String>,
+}
+
+impl ProcessEpoch {
+    /// The epoch's schedule.
+    pub fn schedule(&self) -> &PageSchedule {
+        &self.schedule
+    }
+
+    /// Number of batches of the epoch.
+    pub fn num_batches(&self) -> usize {
+        self.schedule.num_batches()
+    }
+
+    /// Releases the pages batch `b - 1` was the last to need, queues the pages that may
+    /// now be prefetched, and blocks until every page batch `b` needs first is loaded.
+    ///
+    /// Batches must start in order `0, 1, 2, …`. After an error the epoch is over: later
+    /// calls return [`Error::EpochAborted`].
+    pub fn start_batch(&mut self, b: usize) -> Result<()> {
+        let path = self.cache.path().to_owned();
+        if let Some(cause) = &self.aborted {
+            return Err(Error::EpochAborted {
+                path,
+                batch: b,
+                cause: cause.clone(),
+            });
+        }
+        let num_batches = self.num_batches();
+        if b != self.next_batch || b >= num_batches {
+            return Err(Error::BatchOutOfOrder {
+                expected: self.next_batch,
+                got: b,
+                num_batches,
+            });
+        }
+        let span = tracing::trace_span!("start_batch", batch = b);
+        let _e = span.enter();
+        let result = self.advance(b, &path);
+        if let Err(e) = &result {
+            self.aborted = Some(e.to_string());
+        }
+        self.next_batch = b + 1;
+        result
+    }
+
+    fn advance(&mut self, b: usize, path: &Path) -> Result<()> {
+        let inner = &self.cache.inner;
+        let owner = &mut self.owner;
+        for &i in &self.schedule.leaving[b] {
+            let page = self.schedule.pages[i].page;
+            if let Some(s) = self.page_slot.get_mut(page as usize) {
+                *s = NO_SLOT;
+            }
+            self.in_use -= 1;
+        }
+        let range = self.schedule.prefetch_ranges[b].clone();
+        let mut jobs = Vec::with_capacity(range.len());
+        for i in range {
+            let sp = self.schedule.pages[i];
+            let slot = sp.slot as usize;
+            owner
+                .assign(slot, sp.page)
+                .map_err(|state| Error::SlotBusy {
+                    path: path.to_owned(),
+                    slot,
+                    page: sp.page,
+                    state: format!("{state:?}"),
+                })?;
+            if let Some(s) = self.page_slot.get_mut(sp.page as usize) {
+                *s = sp.slot;
+            }
+            self.in_use += 1;
+            let offset = sp.page * inner.page_size;
+            let len = inner.page_size.min(inner.file_size.saturating_sub(offset));
+            jobs.push(Job {
+                page: sp.page,
+                slot,
+                offset,
+                len: len as usize,
+            });
+        }
+        self.peak = self.peak.max(self.in_use);
+        inner.slots_in_use.store(self.in_use, Ordering::Relaxed);
+        inner.peak_slots.fetch_max(self.in_use, Ordering::Relaxed);
+        if let Some(pool) = &self.pool {
+            pool.submit(jobs);
+        }
+
+        let t0 = Instant::now();
+        let result = self.wait_entering(b, path);
+        let waited = t0.elapsed();
+        self.wait += waited;
+        inner
+            .wait_nanos
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn wait_entering(&self, b: usize, path: &Path) -> Result<()> {
+        let inner = &self.cache.inner;
+        let owner = &self.owner;
+        let Some(pool) = self.pool.as_ref() else {
+            // No pages at all in this epoch: nothing to wait for.
+            return Ok(());
+        };
+        for &i in &self.schedule.entering[b] {
+            let sp = self.schedule.pages[i];
+            let slot = sp.slot as usize;
+            match pool.wait(sp.page, || owner.state(slot)) {
+                Wait::Ready => {}
+                Wait::Failed(source) => {
+                    let offset = sp.page * inner.page_size;
+                    return Err(Error::PageRead {
+                        path: path.to_owned(),
+                        page: sp.page,
+                        offset,
+                        len: inner.page_size.min(inner.file_size.saturating_sub(offset)),
+                        source,
+                    });
+                }
+                Wait::ReadersGone => {
+                    return Err(Error::ReadersGone {
+                        path: path.to_owned(),
+                        page: sp.page,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of the allocation at `ptr`, from its page's slot. Callable from many
+    /// threads at once; the page must be held for the current batch.
+    pub fn read(&self, ptr: u64) -> Result<&[u8]> {
+        let inner = &*self.cache.inner;
+        // The reader's table is in memory (never the map), so a file truncated after
+        // opening cannot fault here.
+        let Some(size) = inner.reader.alloc_size(ptr) else {
+            return Err(Error::UnknownPointer {
+                path: inner.reader.path().to_owned(),
+                ptr,
+            });
+        };
+        let page = ptr / inner.page_size;
+        let offset = (ptr % inner.page_size) as usize;
+        let not_loaded = || Error::PageNotLoaded {
+            path: inner.reader.path().to_owned(),
+            ptr,
+            page,
+            batch: self.next_batch.checked_sub(1),
+        };
+        let slot = match self.page_slot.get(page as usize) {
+            Some(&s) if s != NO_SLOT => s as usize,
+            _ => return Err(not_loaded()),
+        };
+        let bytes = self.owner.read(slot, page).ok_or_else(not_loaded)?;
+        match bytes.get(offset..offset.saturating_add(size as usize)) {
+            Some(b) => Ok(b),
+            None => Err(Error::AllocationCrossesPage {
+                path: inner.reader.path().to_owned(),
+                ptr,
+                size,
+                page,
+            }),
+        }
+    }
+
+    /// This epoch's counters so far.
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.counters;
+        CacheStats {
+            pages_loaded: c.pages_loaded.load(Ordering::Relaxed),
+            storage_bytes_read: c.storage_bytes_read.load(Ordering::Relaxed),
+            page_wait: self.wait,
+            slots_in_use: self.in_use,
+            peak_slots_in_use: self.peak,
+            num_slots: self.schedule.num_slots,
+            slot_memory_bytes: self.owner.bytes(),
+            page_read_errors: c.page_read_errors.load(Ordering::Relaxed),
+            direct_io: self.cache.direct_io(),
+        }
+    }
+}
+
+impl Drop for ProcessEpoch {
+    fn drop(&mut self) {
+        // Stop and join the readers first: afterwards no thread holds the slots.
+        drop(self.pool.take());
+        self.cache.inner.slots_in_use.store(0, Ordering::Relaxed);
+        if let Some(arena) = self.owner.release() {
+            self.cache.keep(arena);
+        }
+    }
+}

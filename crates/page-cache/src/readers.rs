@@ -1,0 +1,378 @@
+//! Page-reader threads: whole pages read with positional reads into their slots.
+//!
+//! The consumer queues jobs (page, slot) in the order the schedule allows them; each
+//! thread pops one, reads the page into the slot through [`SlotWriters::fill`], counts
+//! it and wakes the consumer. Errors are kept per page for the consumer to report.
+//! Dropping the pool stops the threads (queued jobs are abandoned) and joins them.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::slots::{Fill, SlotState, SlotWriters};
+
+/// Alignment `O_DIRECT` needs for offsets, lengths and buffers on common filesystems.
+pub(crate) const DIRECT_ALIGN: usize = 4096;
+
+/// The file as the page readers see it: a descriptor of its own, possibly `O_DIRECT`.
+pub(crate) struct PageFile {
+    file: File,
+    direct: bool,
+    path: PathBuf,
+}
+
+impl PageFile {
+    /// Opens `path` for positional reads. With `direct`, tries `O_DIRECT` and probes one
+    /// aligned read; if the filesystem refuses, falls back to buffered reads and
+    /// returns why in the second value.
+    pub(crate) fn open(path: &Path, direct: bool) -> io::Result<(PageFile, Option<String>)> {
+        let buffered = || {
+            File::open(path).map(|file| PageFile {
+                file,
+                direct: false,
+                path: path.to_owned(),
+            })
+        };
+        if !direct {
+            return Ok((buffered()?, None));
+        }
+        match open_direct(path) {
+            Ok(file) => {
+                let pf = PageFile {
+                    file,
+                    direct: true,
+                    path: path.to_owned(),
+                };
+                // Some filesystems accept the flag at open and refuse the reads.
+                // An anonymous mapping is page-aligned, as O_DIRECT wants.
+                let mut probe = memmap2::MmapMut::map_anon(DIRECT_ALIGN)?;
+                match pf.file.read_at(&mut probe[..], 0) {
+                    Ok(_) => Ok((pf, None)),
+                    Err(e) => Ok((buffered()?, Some(format!("O_DIRECT read refused: {e}")))),
+                }
+            }
+            Err(e) => Ok((buffered()?, Some(format!("O_DIRECT open refused: {e}")))),
+        }
+    }
+
+    /// Whether reads bypass the OS page cache.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads `len` bytes at `offset` into the start of `buf` (`len <= buf.len()`).
+    fn read_page(&self, buf: &mut [u8], offset: u64, len: usize) -> io::Result<usize> {
+        if !self.direct {
+            self.file.read_exact_at(&mut buf[..len], offset)?;
+            return Ok(len);
+        }
+        // O_DIRECT: aligned offset (pages are multiples of 4 KiB), aligned length (round
+        // up: the kernel stops at the end of the file), aligned buffer (slots are).
+        let want = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        let want = want.min(buf.len());
+        let mut done = 0;
+        while done < len {
+            let n = self
+                .file
+                .read_at(&mut buf[done..want], offset + done as u64)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("file ends {done} bytes into a {len}-byte page"),
+                ));
+            }
+            done += n;
+            if done < len && done % DIRECT_ALIGN != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("short direct read: {done} of {len} bytes"),
+                ));
+            }
+        }
+        Ok(len)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn open_direct(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_direct(_path: &Path) -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "O_DIRECT is only used on Linux",
+    ))
+}
+
+/// Counters the readers update (one set per epoch, one per cache).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) pages_loaded: AtomicU64,
+    pub(crate) storage_bytes_read: AtomicU64,
+    pub(crate) page_read_errors: AtomicU64,
+}
+
+/// One page to read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Job {
+    pub(crate) page: u64,
+    pub(crate) slot: usize,
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+}
+
+struct Queue {
+    jobs: VecDeque<Job>,
+    stop: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    /// Held while a reader announces a finished page; the consumer re-checks slot
+    /// states under it before sleeping, so no wake-up is lost.
+    done: Mutex<()>,
+    done_cv: Condvar,
+    errors: Mutex<HashMap<u64, Arc<io::Error>>>,
+    /// Set if a reader thread ended without being asked to (a panic).
+    dead: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a reader panicked; the data (a queue, a map) stays
+    // consistent, and `dead` reports the panic.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How a wait for a page ended.
+pub(crate) enum Wait {
+    Ready,
+    Failed(Arc<io::Error>),
+    ReadersGone,
+}
+
+/// The running page readers of one epoch.
+pub(crate) struct ReaderPool {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ReaderPool {
+    /// Starts `n` reader threads.
+    pub(crate) fn start(
+        n: usize,
+        file: Arc<PageFile>,
+        writers: SlotWriters,
+        counters: [Arc<Counters>; 2],
+        live: Arc<AtomicUsize>,
+    ) -> io::Result<ReaderPool> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                stop: false,
+            }),
+            work: Condvar::new(),
+            done: Mutex::new(()),
+            done_cv: Condvar::new(),
+            errors: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+        });
+        let mut pool = ReaderPool {
+            shared,
+            threads: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let ctx = ThreadCtx {
+                shared: Arc::clone(&pool.shared),
+                file: Arc::clone(&file),
+                writers: writers.clone(),
+                counters: counters.clone(),
+                live: Arc::clone(&live),
+            };
+            live.fetch_add(1, Ordering::SeqCst);
+            let spawned = std::thread::Builder::new()
+                .name(format!("page-reader-{i}"))
+                .spawn(move || ctx.run());
+            match spawned {
+                Ok(h) => pool.threads.push(h),
+                Err(e) => {
+                    live.fetch_sub(1, Ordering::SeqCst);
+                    // Dropping the pool stops and joins the threads already started.
+                    return Err(e);
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Queues page reads, in order.
+    pub(crate) fn submit(&self, jobs: impl IntoIterator<Item = Job>) {
+        let mut q = lock(&self.shared.queue);
+        let before = q.jobs.len();
+        q.jobs.extend(jobs);
+        let added = q.jobs.len() - before;
+        drop(q);
+        match added {
+            0 => {}
+            1 => self.shared.work.notify_one(),
+            _ => self.shared.work.notify_all(),
+        }
+    }
+
+    /// Blocks until `page` is ready or failed in its slot (`state` reads the slot).
+    pub(crate) fn wait(&self, page: u64, state: impl Fn() -> SlotState) -> Wait {
+        let check = || match state() {
+            SlotState::Ready(p) if p == page => Some(Wait::Ready),
+            SlotState::Failed(p) if p == page => {
+                let err = lock(&self.shared.errors).get(&page).cloned();
+                Some(Wait::Failed(err.unwrap_or_else(|| {
+                    Arc::new(io::Error::other("page read failed"))
+                })))
+            }
+            _ => None,
+        };
+        if let Some(w) = check() {
+            return w;
+        }
+        let mut guard = lock(&self.shared.done);
+        loop {
+            if let Some(w) = check() {
+                return w;
+            }
+            if self.shared.dead.load(Ordering::SeqCst) {
+                return Wait::ReadersGone;
+            }
+            guard = self
+                .shared
+                .done_cv
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl Drop for ReaderPool {
+    fn drop(&mut self) {
+        {
+            let mut q = lock(&self.shared.queue);
+            q.stop = true;
+            q.jobs.clear();
+        }
+        self.shared.work.notify_all();
+        for h in self.threads.drain(..) {
+            // A reader that panicked has already reported it through `dead`.
+            let _ = h.join();
+        }
+    }
+}
+
+struct ThreadCtx {
+    shared: Arc<Shared>,
+    file: Arc<PageFile>,
+    writers: SlotWriters,
+    counters: [Arc<Counters>; 2],
+    live: Arc<AtomicUsize>,
+}
+
+/// Decrements the live-thread count and, if the thread is unwinding, tells the
+/// consumer so it stops waiting.
+struct ExitGuard<'a>(&'a ThreadCtx);
+
+impl Drop for ExitGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.shared.dead.store(true, Ordering::SeqCst);
+            let _g = lock(&self.0.shared.done);
+            self.0.shared.done_cv.notify_all();
+        }
+        self.0.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl ThreadCtx {
+    fn run(self) {
+        let _exit = ExitGuard(&self);
+        loop {
+            let job = {
+                let mut q = lock(&self.shared.queue);
+                loop {
+                    if q.stop {
+                        return;
+                    }
+                    if let Some(job) = q.jobs.pop_front() {
+                        break job;
+                    }
+                    q = self
+                        .shared
+                        .work
+                        .wait(q)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            self.load(job);
+        }
+    }
+
+    fn load(&self, job: Job) {
+        let span = tracing::trace_span!("page_load", page = job.page, slot = job.slot);
+        let _e = span.enter();
+        let file = &self.file;
+        let outcome = self.writers.fill(job.slot, job.page, |buf| {
+            if job.len > buf.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "page of {} bytes exceeds the {}-byte slot",
+                        job.len,
+                        buf.len()
+                    ),
+                ));
+            }
+            // Record the error before `fill` marks the slot failed, so a consumer that
+            // sees the failure always finds its cause.
+            file.read_page(buf, job.offset, job.len).map_err(|e| {
+                let msg = e.to_string();
+                lock(&self.shared.errors).insert(job.page, Arc::new(e));
+                io::Error::other(msg)
+            })
+        });
+        match outcome {
+            Fill::Done(n) => {
+                for c in &self.counters {
+                    c.pages_loaded.fetch_add(1, Ordering::Relaxed);
+                    c.storage_bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+            Fill::Failed(e) => {
+                tracing::warn!(
+                    path = %self.file.path().display(),
+                    page = job.page,
+                    offset = job.offset,
+                    error = %e,
+                    "page read failed"
+                );
+                for c in &self.counters {
+                    c.page_read_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Fill::NotQueued => return,
+        }
+        let _g = lock(&self.shared.done);
+        self.shared.done_cv.notify_all();
+    }
+}

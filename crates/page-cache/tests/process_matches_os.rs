@@ -1,0 +1,151 @@
+//! Every sample's bytes read through the process cache equal those read through the OS
+//! cache, for random batch schedules over the FFCV fixtures, and the process cache's
+//! counters agree with its schedule.
+
+mod common;
+
+use std::sync::Arc;
+
+use beton_io::Reader;
+use page_cache::{CacheConfig, PageCache};
+use proptest::prelude::*;
+
+use common::{FIXTURES_WITH_DATA, batches_of, compare_epoch, fixture, process_config};
+
+/// A random schedule: a shuffled subset of the samples, cut into batches.
+fn schedule_strategy(num_samples: u64) -> impl Strategy<Value = (Vec<u64>, usize, usize, usize)> {
+    (
+        proptest::sample::subsequence(
+            (0..num_samples).collect::<Vec<_>>(),
+            0..=num_samples as usize,
+        )
+        .prop_shuffle(),
+        1usize..10,
+        0usize..5,
+        1usize..4,
+    )
+}
+
+fn check(name: &str, order: &[u64], batch_size: usize, ahead: usize, threads: usize) {
+    let reader = Arc::new(Reader::open(fixture(name)).unwrap());
+    let batches = batches_of(order, batch_size);
+    let config = process_config(ahead, threads);
+    let epoch = compare_epoch(&reader, &config, &batches);
+    let stats = epoch.stats();
+    let page_cache::EpochContext::Process(pe) = &epoch else {
+        panic!("expected a process epoch");
+    };
+    let schedule = pe.schedule();
+    assert!(stats.peak_slots_in_use <= schedule.num_slots, "{stats:?}");
+    assert_eq!(stats.num_slots, schedule.num_slots);
+    assert_eq!(
+        stats.slot_memory_bytes,
+        schedule.num_slots as u64 * reader.page_size()
+    );
+    assert_eq!(stats.page_read_errors, 0);
+    // Each scheduled page is read exactly once per epoch, whole (the last page of the
+    // file up to its end).
+    assert_eq!(stats.pages_loaded, schedule.pages.len() as u64);
+    let expected_bytes: u64 = schedule
+        .pages
+        .iter()
+        .map(|p| {
+            reader
+                .page_size()
+                .min(reader.file_size() - p.page * reader.page_size())
+        })
+        .sum();
+    assert_eq!(stats.storage_bytes_read, expected_bytes);
+    // The pages loaded are exactly the pages of the samples used.
+    let mut used: Vec<u64> = order
+        .iter()
+        .flat_map(|&s| reader.page_map().pages_of_sample(s).to_vec())
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    let mut scheduled: Vec<u64> = schedule.pages.iter().map(|p| p.page).collect();
+    scheduled.sort_unstable();
+    assert_eq!(scheduled, used);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn multipage_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(40)) {
+        check("multipage.beton", &order, bs, ahead, threads);
+    }
+
+    #[test]
+    fn page_retry_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(12)) {
+        check("page_retry.beton", &order, bs, ahead, threads);
+    }
+
+    #[test]
+    fn bytes_ndarray_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(64)) {
+        check("bytes_ndarray.beton", &order, bs, ahead, threads);
+    }
+}
+
+#[test]
+fn every_fixture_reads_identically_in_file_order_and_reversed() {
+    for name in FIXTURES_WITH_DATA {
+        let reader = Reader::open(fixture(name)).unwrap();
+        let n = reader.num_samples();
+        let forward: Vec<u64> = (0..n).collect();
+        let backward: Vec<u64> = (0..n).rev().collect();
+        check(name, &forward, 7, 3, 12);
+        check(name, &backward, 5, 0, 1);
+    }
+}
+
+#[test]
+fn multipage_sequential_epoch_loads_each_data_page_once_with_few_slots() {
+    let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
+    let order: Vec<u64> = (0..40).collect();
+    let batches = batches_of(&order, 7);
+    let epoch = compare_epoch(&reader, &process_config(3, 12), &batches);
+    let stats = epoch.stats();
+    // Pages 1..=7 hold the data (6 samples each, 4 on page 7).
+    assert_eq!(stats.pages_loaded, 7);
+    assert_eq!(stats.storage_bytes_read, 7 * 2 * 1024 * 1024);
+    // Batch b needs pages b+1 and b+2 (7 samples, 6 per page). Page p is first needed
+    // by batch p-2 (page 1 by batch 0) and may be fetched 3 batches earlier; it leaves
+    // after batch p-1. Alive at batch 0: pages 1..=5; at 1: 2..=6; at 2: 3..=7.
+    assert_eq!(stats.num_slots, 5);
+    assert_eq!(stats.peak_slots_in_use, 5);
+}
+
+#[test]
+fn scalars_without_allocations_need_no_slots_and_no_threads() {
+    let reader = Arc::new(Reader::open(fixture("scalars.beton")).unwrap());
+    let cache = page_cache::ProcessCache::new(Arc::clone(&reader), &process_config(3, 12)).unwrap();
+    let batches = batches_of(&(0..100).collect::<Vec<_>>(), 7);
+    let mut epoch = cache.schedule_epoch(&batches).unwrap();
+    assert_eq!(cache.live_reader_threads(), 0);
+    for b in 0..batches.len() {
+        epoch.start_batch(b).unwrap();
+    }
+    assert_eq!(epoch.stats().num_slots, 0);
+    assert_eq!(cache.slot_memory_bytes(), 0);
+}
+
+#[test]
+fn os_cache_reads_equal_the_reader_and_give_no_page_counters() {
+    let reader = Arc::new(Reader::open(fixture("page_retry.beton")).unwrap());
+    let cache = PageCache::new(Arc::clone(&reader), &CacheConfig::default()).unwrap();
+    let batches = vec![vec![3, 1], vec![11]];
+    let mut epoch = cache.schedule_epoch(&batches).unwrap();
+    epoch.start_batch(0).unwrap();
+    for row in reader
+        .alloc_rows()
+        .filter(|r| r.sample_id == 3 || r.sample_id == 1)
+    {
+        assert_eq!(
+            epoch.read(row.ptr).unwrap(),
+            reader.data_at(row.ptr).unwrap()
+        );
+    }
+    epoch.start_batch(1).unwrap();
+    assert_eq!(epoch.stats(), page_cache::CacheStats::default());
+}
