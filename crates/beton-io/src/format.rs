@@ -57,7 +57,6 @@ impl Header {
     }
 
     /// Encodes as the 24 header bytes.
-    #[allow(dead_code)] // used by the writer, which lands next
     pub(crate) fn encode(&self) -> [u8; 24] {
         let mut b = [0u8; 24];
         b[0..2].copy_from_slice(&self.version.to_le_bytes());
@@ -111,7 +110,6 @@ impl NdArrayArgs {
 
     /// Encodes as FFCV's 1024-byte argument block; `Err` with the reason when the shape or the
     /// dtype JSON does not fit or would not read back identically.
-    #[allow(dead_code)] // used by the writer, which lands next
     pub(crate) fn encode(&self) -> Result<[u8; ARGS_SIZE], String> {
         if self.shape.is_empty() || self.shape.len() > MAX_DIMS {
             return Err(format!(

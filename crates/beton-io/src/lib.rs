@@ -33,9 +33,11 @@
 mod dtype;
 mod error;
 mod format;
+mod json;
 mod mapping;
 mod page_map;
 mod reader;
+mod writer;
 
 pub use dtype::{ByteOrder, DType, DTypeKind};
 pub use error::{Error, Result, SourceError};
@@ -44,5 +46,10 @@ pub use format::{
     IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_PAGE_SIZE, MIN_PAGE_SIZE, NAME_SIZE, NdArrayArgs,
     VERSION,
 };
+pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;
 pub use reader::{AllocRow, CustomField, Field, Reader, ReaderOptions};
+pub use writer::{
+    DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, FnSource, RgbImage, SampleSource,
+    WriteSummary, from_fn,
+};

@@ -9,8 +9,10 @@ use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE,
     Header, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, NAME_SIZE, NdArrayArgs, VERSION,
 };
+use crate::json::JsonValue;
 use crate::mapping::Mapping;
 use crate::page_map::PageMap;
+use crate::writer::{FieldValue, RgbImage};
 
 /// The metadata layout of a user-defined field type, registered with
 /// [`ReaderOptions::custom_field`] (FFCV's `custom_handlers`).
@@ -280,6 +282,84 @@ impl Reader {
         };
         // open() checked that every pointer resolves and that len fits in its allocation.
         Ok(Some(&self.bytes()[ptr as usize..(ptr + len) as usize]))
+    }
+
+    /// The JSON value of a JSON field: the stored text (up to its NUL) parsed as Python's
+    /// `json.loads` would.
+    pub fn json_value(&self, sample: u64, field: usize) -> Result<JsonValue> {
+        let meta = self.metadata(sample, field)?;
+        let data = self.field_data(sample, field)?;
+        let bad = |reason: String| Error::InvalidMetadata {
+            path: self.path.clone(),
+            sample,
+            field: self.fields[field].name.clone(),
+            offset: self.metadata_file_offset(sample, field),
+            reason,
+        };
+        let (FieldMetadata::Json { .. }, Some(data)) = (meta, data) else {
+            return Err(bad(format!(
+                "a {} field holds no JSON",
+                self.fields[field].field_type.type_name()
+            )));
+        };
+        let text = data.split(|&b| b == 0).next().unwrap_or_default();
+        let text =
+            std::str::from_utf8(text).map_err(|e| bad(format!("stored JSON is not UTF-8: {e}")))?;
+        JsonValue::parse(text).map_err(|e| bad(format!("stored JSON does not parse: {e}")))
+    }
+
+    /// Every field of `sample` as the [`FieldValue`]s a [`crate::DatasetWriter`] takes, so that
+    /// a file can be rewritten. Custom fields cannot be read this way.
+    pub fn read_sample(&self, sample: u64) -> Result<Vec<FieldValue>> {
+        (0..self.fields.len())
+            .map(|field| {
+                let data = || -> Result<Vec<u8>> {
+                    Ok(self.field_data(sample, field)?.unwrap_or_default().to_vec())
+                };
+                Ok(match self.metadata(sample, field)? {
+                    FieldMetadata::Float(x) => FieldValue::Float(x),
+                    FieldMetadata::Int(x) => FieldValue::Int(x),
+                    FieldMetadata::Bytes { .. } => FieldValue::Bytes(data()?),
+                    FieldMetadata::Json { .. } => FieldValue::Json(self.json_value(sample, field)?),
+                    FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => {
+                        FieldValue::NdArray(data()?)
+                    }
+                    FieldMetadata::RgbImage {
+                        mode,
+                        width,
+                        height,
+                        ..
+                    } => FieldValue::RgbImage(if mode == IMAGE_MODE_RAW {
+                        RgbImage::Raw {
+                            width,
+                            height,
+                            pixels: data()?,
+                        }
+                    } else {
+                        RgbImage::Jpeg {
+                            width,
+                            height,
+                            bytes: data()?,
+                        }
+                    }),
+                    FieldMetadata::Custom => {
+                        return Err(Error::InvalidMetadata {
+                            path: self.path.clone(),
+                            sample,
+                            field: self.fields[field].name.clone(),
+                            offset: self.metadata_file_offset(sample, field),
+                            reason: "custom fields have no FieldValue".into(),
+                        });
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn metadata_file_offset(&self, sample: u64, field: usize) -> u64 {
+        self.layout.metadata_offset
+            + sample * self.layout.metadata_itemsize
+            + self.fields[field].metadata_offset
     }
 
     /// The page map.
