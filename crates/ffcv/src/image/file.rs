@@ -1,0 +1,81 @@
+//! Reading JPEG and PNG files into RGB for `ffcv write image-folder`.
+
+use super::{ImageError, Result, RgbImage, decode_jpeg, rgb_len};
+use std::path::Path;
+
+/// Largest decoded image accepted from a file: 1 GiB of RGB pixels
+/// (about 18k x 18k), so a hostile header cannot ask for more.
+const MAX_DECODED_BYTES: usize = 1 << 30;
+
+/// Reads and decodes an image file (JPEG or PNG, recognised by content) to RGB.
+/// Grayscale is expanded and alpha dropped, as PIL's `convert('RGB')`.
+pub fn read_image_file(path: impl AsRef<Path>) -> Result<RgbImage> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_image_bytes(&bytes).map_err(|e| ImageError::File {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
+}
+
+/// Decodes JPEG or PNG bytes (recognised by their signature) to RGB.
+pub fn read_image_bytes(bytes: &[u8]) -> Result<RgbImage> {
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        decode_jpeg(bytes, MAX_DECODED_BYTES)
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        decode_png(bytes)
+    } else {
+        Err(ImageError::UnknownFormat {
+            head: bytes.iter().take(8).copied().collect(),
+        })
+    }
+}
+
+fn png_error(e: impl std::fmt::Display) -> ImageError {
+    ImageError::PngDecode {
+        message: e.to_string(),
+    }
+}
+
+fn decode_png(bytes: &[u8]) -> Result<RgbImage> {
+    let mut decoder = png::Decoder::new_with_limits(
+        std::io::Cursor::new(bytes),
+        png::Limits {
+            bytes: MAX_DECODED_BYTES,
+        },
+    );
+    // Palette -> RGB(A), 16-bit -> 8-bit, sub-byte gray -> 8-bit.
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().map_err(png_error)?;
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| png_error("image too large"))?;
+    let mut buf = vec![0u8; size];
+    let frame = reader.next_frame(&mut buf).map_err(png_error)?;
+    let (w, h) = (frame.width, frame.height);
+    let data = &buf[..frame.buffer_size()];
+    let mut rgb = Vec::with_capacity(rgb_len(h, w));
+    match frame.color_type {
+        png::ColorType::Rgb => rgb.extend_from_slice(data),
+        png::ColorType::Rgba => {
+            for p in data.chunks_exact(4) {
+                rgb.extend_from_slice(&p[..3]);
+            }
+        }
+        png::ColorType::Grayscale => {
+            for &l in data {
+                rgb.extend_from_slice(&[l, l, l]);
+            }
+        }
+        png::ColorType::GrayscaleAlpha => {
+            for p in data.chunks_exact(2) {
+                rgb.extend_from_slice(&[p[0], p[0], p[0]]);
+            }
+        }
+        png::ColorType::Indexed => return Err(png_error("palette was not expanded")),
+    }
+    RgbImage::new(w, h, rgb)
+}
