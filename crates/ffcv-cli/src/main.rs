@@ -1,2 +1,89 @@
-//! The `ffcv` command line (placeholder).
-fn main() {}
+//! The `ffcv` command line: inspect, dump, order and write FFCV `.beton` files.
+//!
+//! Exit status: 0 on success, 1 on a runtime error (one line on stderr, `ffcv: error: ...`,
+//! naming the file and what is wrong), 2 on a usage error (clap's message).
+
+mod byte_size;
+mod commands;
+mod error;
+mod pyjson;
+
+use std::error::Error as StdError;
+use std::io::ErrorKind;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::CliError;
+
+/// Work with FFCV .beton datasets.
+#[derive(Parser, Debug)]
+#[command(name = "ffcv", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print a file's header, layout and fields.
+    Inspect(commands::inspect::InspectArgs),
+    /// Print every sample as one JSON line, each field decoded.
+    Dump(commands::dump::DumpArgs),
+    /// Print one epoch's sample order as a JSON array.
+    Order(commands::order::OrderArgs),
+    /// Write a .beton file.
+    Write(commands::write::WriteArgs),
+}
+
+type AnyError = Box<dyn StdError + Send + Sync>;
+
+fn run(cli: &Cli) -> Result<(), AnyError> {
+    match &cli.command {
+        Command::Inspect(args) => commands::inspect::run(args)?,
+        Command::Dump(args) => commands::dump::run(args)?,
+        Command::Order(args) => commands::order::run(args)?,
+        Command::Write(args) => commands::write::run(args)?,
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    // Parse errors exit with status 2 (and --help/--version with 0) inside clap.
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FFCV_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `ffcv dump FILE | head` closes the pipe early: that is the reader's choice, not an error.
+        Err(err) if is_broken_pipe(err.as_ref()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ffcv: error: {}", one_line(err.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(err: &(dyn StdError + 'static)) -> bool {
+    matches!(err.downcast_ref::<CliError>(), Some(CliError::Stdout(io)) if io.kind() == ErrorKind::BrokenPipe)
+}
+
+/// The error and its causes on one line; a cause already quoted by its parent is not repeated.
+fn one_line(err: &(dyn StdError + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message.replace(['\n', '\r'], " ")
+}

@@ -1,0 +1,80 @@
+//! The errors the `ffcv` commands report: one line on stderr, exit status 1.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in `inspect`, `dump` and `write` after the arguments parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The file could not be opened, failed validation, or a sample could not be read.
+    #[error(transparent)]
+    Beton(#[from] beton_io::Error),
+
+    /// Writing to standard output failed (a closed pipe is not reported: see `main`).
+    #[error("cannot write to standard output: {0}")]
+    Stdout(#[source] io::Error),
+
+    /// `--fields` named a field the file does not have.
+    #[error("{path}: no field named `{name}` (the file has: {available})")]
+    UnknownField {
+        /// The file.
+        path: PathBuf,
+        /// The requested name.
+        name: String,
+        /// The file's field names, comma-separated.
+        available: String,
+    },
+
+    /// `--start` points past the last sample.
+    #[error("{path}: --start {start} is past the end (the file has {num_samples} samples)")]
+    StartPastEnd {
+        /// The file.
+        path: PathBuf,
+        /// The requested first sample.
+        start: u64,
+        /// Samples in the file.
+        num_samples: u64,
+    },
+
+    /// A sample's stored value cannot be decoded (sizes disagree, unknown image mode, ...).
+    #[error("{path}: sample {sample}, field `{field}`: {reason}")]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// The sample id.
+        sample: u64,
+        /// The field name.
+        field: String,
+        /// What is wrong, with the numbers involved.
+        reason: String,
+    },
+
+    /// A JSON field holds bytes that are not valid JSON.
+    #[error("{path}: sample {sample}, field `{field}`: stored JSON is invalid: {source}")]
+    InvalidJson {
+        /// The file.
+        path: PathBuf,
+        /// The sample id.
+        sample: u64,
+        /// The field name.
+        field: String,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+
+    /// An option value is out of range for the chosen command (beyond what clap checks).
+    #[error("{0}")]
+    InvalidOption(String),
+
+    /// Writing a dataset failed.
+    #[error("writing {path}: {reason}")]
+    Write {
+        /// The output file.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The `Result` of a command.
+pub type Result<T> = std::result::Result<T, CliError>;
