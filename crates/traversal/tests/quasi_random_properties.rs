@@ -1,0 +1,239 @@
+//! QuasiRandom is deterministic for (seed, epoch), stateless, page-local (the pages it
+//! keeps open never exceed its buffer), refuses datasets without data pages as FFCV
+//! does, and in distributed mode gives ranks disjoint pages.
+
+use std::collections::{BTreeSet, HashMap};
+
+use proptest::prelude::*;
+use serde_json::Value;
+use traversal::{
+    Distributed, Error, QuasiRandom, SamplePages, TraversalOrder, default_buffer_pages,
+    shuffle_quality,
+};
+
+/// Pages of `sizes[i]` samples each, page ids from 1, samples in order.
+fn pages_of_sizes(sizes: &[usize]) -> SamplePages {
+    let mut page_of = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        page_of.extend(std::iter::repeat_n(Some(i as u64 + 1), size));
+    }
+    SamplePages::new(page_of)
+}
+
+fn all(pages: &SamplePages) -> Vec<u64> {
+    (0..pages.num_samples()).collect()
+}
+
+/// The multipage fixture's page map, as FFCV 1.0.2 wrote it.
+fn multipage_pages() -> SamplePages {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/ffcv-1.0.2/multipage.expected.json"
+    );
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let num_samples = expected["header"]["num_samples"].as_u64().unwrap();
+    let mut page_of = vec![None; num_samples as usize];
+    for (page, samples) in expected["pages"]["page_to_samples"].as_object().unwrap() {
+        let page: u64 = page.parse().unwrap();
+        for sample in samples.as_array().unwrap() {
+            page_of[sample.as_u64().unwrap() as usize] = Some(page);
+        }
+    }
+    SamplePages::new(page_of)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn open_pages_never_exceed_the_buffer(
+        sizes in proptest::collection::vec(1usize..30, 1..60),
+        buffer_pages in 1usize..12,
+        batch_size in 1usize..40,
+        seed in any::<u64>(),
+        epoch in 0u64..100,
+    ) {
+        let pages = pages_of_sizes(&sizes);
+        let order = QuasiRandom::new(&all(&pages), &pages, seed, buffer_pages)
+            .unwrap()
+            .order(epoch);
+        let quality = shuffle_quality(&order, batch_size, &pages, None).unwrap();
+        prop_assert!(quality.peak_open_pages <= buffer_pages);
+
+        // Per batch: the pages touched are at most the buffer plus the pages that run
+        // out inside the batch (each exhausted page lets one new page in).
+        let mut last_position: HashMap<u64, usize> = HashMap::new();
+        for (position, &sample) in order.iter().enumerate() {
+            last_position.insert(pages.page_of(sample).unwrap(), position);
+        }
+        for (b, batch) in order.chunks(batch_size).enumerate() {
+            let range = b * batch_size..b * batch_size + batch.len();
+            let touched: BTreeSet<u64> = batch.iter().map(|&s| pages.page_of(s).unwrap()).collect();
+            let exhausted = last_position.values().filter(|&&p| range.contains(&p)).count();
+            prop_assert!(touched.len() <= buffer_pages + exhausted);
+        }
+    }
+
+    #[test]
+    fn an_epoch_depends_only_on_seed_epoch_indices_and_pages(
+        sizes in proptest::collection::vec(1usize..20, 1..30),
+        seed in any::<u64>(),
+        epoch in 0u64..100,
+    ) {
+        let pages = pages_of_sizes(&sizes);
+        let indices = all(&pages);
+        let first = QuasiRandom::new(&indices, &pages, seed, 3).unwrap();
+        let expected = first.order(epoch);
+        // Other epochs computed before do not change it (FFCV's order would).
+        let _ = first.order(epoch + 1);
+        let _ = first.order(0);
+        prop_assert_eq!(first.order(epoch), expected.clone());
+        let fresh = QuasiRandom::new(&indices, &pages, seed, 3).unwrap();
+        prop_assert_eq!(fresh.order(epoch), expected);
+    }
+
+    #[test]
+    fn distributed_ranks_hold_disjoint_pages_and_constant_lengths(
+        sizes in proptest::collection::vec(1usize..20, 8..40),
+        world_size in 1usize..8,
+        seed in any::<u64>(),
+    ) {
+        let pages = pages_of_sizes(&sizes);
+        let indices = all(&pages);
+        let ranks: Vec<QuasiRandom> = (0..world_size)
+            .map(|rank| {
+                QuasiRandom::new(&indices, &pages, seed, 4)
+                    .unwrap()
+                    .with_distributed(Distributed::new(world_size, rank).unwrap())
+            })
+            .collect();
+        let length = ranks[0].samples_per_epoch();
+        for epoch in 0..3 {
+            let mut owner: HashMap<u64, usize> = HashMap::new();
+            let mut covered = BTreeSet::new();
+            for (rank, order) in ranks.iter().enumerate() {
+                let epoch_order = order.order(epoch);
+                prop_assert_eq!(epoch_order.len(), length);
+                for &sample in &epoch_order {
+                    let page = pages.page_of(sample).unwrap();
+                    // More pages than ranks here, so no rank is empty and padding
+                    // repeats the rank's own samples: pages stay disjoint.
+                    prop_assert_eq!(*owner.entry(page).or_insert(rank), rank);
+                    covered.insert(sample);
+                }
+            }
+            prop_assert_eq!(covered.len(), indices.len());
+        }
+    }
+}
+
+#[test]
+fn a_buffer_of_one_page_reads_pages_one_after_the_other() {
+    let pages = pages_of_sizes(&[5, 3, 8, 1, 6]);
+    let order = QuasiRandom::new(&all(&pages), &pages, 11, 1)
+        .unwrap()
+        .order(4);
+    let page_runs: Vec<u64> =
+        order
+            .iter()
+            .map(|&s| pages.page_of(s).unwrap())
+            .fold(Vec::new(), |mut runs, page| {
+                if runs.last() != Some(&page) {
+                    runs.push(page);
+                }
+                runs
+            });
+    assert_eq!(
+        page_runs.len(),
+        5,
+        "each page is one contiguous run: {page_runs:?}"
+    );
+}
+
+#[test]
+fn a_bigger_buffer_mixes_more_pages_per_batch() {
+    let pages = multipage_pages();
+    let indices = all(&pages);
+    let quality = |buffer| {
+        let order = QuasiRandom::new(&indices, &pages, 0, buffer)
+            .unwrap()
+            .order(0);
+        shuffle_quality(&order, 7, &pages, None).unwrap()
+    };
+    let narrow = quality(1);
+    let wide = quality(default_buffer_pages(7));
+    // One page at a time: a batch of 7 spans at most 2 of the 6-sample pages.
+    assert!(narrow.max_distinct_pages_per_batch <= 2);
+    assert!(narrow.peak_open_pages <= 1);
+    // FFCV's buffer (14 pages) holds all 7 data pages of the file at once.
+    assert!(wide.mean_distinct_pages_per_batch > narrow.mean_distinct_pages_per_batch);
+    assert!(wide.peak_open_pages <= 7);
+}
+
+#[test]
+fn epochs_and_seeds_give_different_orders() {
+    let pages = multipage_pages();
+    let indices = all(&pages);
+    let order = QuasiRandom::new(&indices, &pages, 0, 14).unwrap();
+    assert_ne!(order.order(0), order.order(1));
+    let other_seed = QuasiRandom::new(&indices, &pages, 1, 14).unwrap();
+    assert_ne!(order.order(0), other_seed.order(0));
+}
+
+#[test]
+fn a_dataset_without_data_pages_is_refused_as_ffcv_does() {
+    // scalars.beton: 100 samples, only Int and Float fields, no allocation.
+    let pages = SamplePages::new(vec![None; 100]);
+    let error = QuasiRandom::new(&all(&pages), &pages, 0, 14).unwrap_err();
+    assert_eq!(error, Error::NoDataPages);
+    assert!(
+        error
+            .to_string()
+            .contains("won't benefit from QuasiRandom order"),
+        "{error}"
+    );
+}
+
+#[test]
+fn indices_outside_the_page_map_and_empty_buffers_are_refused() {
+    let pages = pages_of_sizes(&[3, 3]);
+    assert_eq!(
+        QuasiRandom::new(&[0, 6, 1], &pages, 0, 2),
+        Err(Error::IndexOutOfRange {
+            index: 6,
+            position: 1,
+            num_samples: 6
+        })
+    );
+    assert_eq!(
+        QuasiRandom::new(&[0], &pages, 0, 0),
+        Err(Error::ZeroBufferPages)
+    );
+}
+
+#[test]
+fn a_subset_only_yields_its_own_samples() {
+    let pages = multipage_pages();
+    let subset: Vec<u64> = (0..40).filter(|s| s % 3 != 0).collect();
+    let mut order = QuasiRandom::new(&subset, &pages, 5, 14).unwrap().order(2);
+    order.sort_unstable();
+    assert_eq!(order, subset);
+}
+
+#[test]
+fn more_ranks_than_pages_still_cover_every_sample_with_equal_lengths() {
+    let pages = pages_of_sizes(&[4, 2]);
+    let indices = all(&pages);
+    let orders: Vec<Vec<u64>> = (0..5)
+        .map(|rank| {
+            QuasiRandom::new(&indices, &pages, 9, 2)
+                .unwrap()
+                .with_distributed(Distributed::new(5, rank).unwrap())
+                .order(1)
+        })
+        .collect();
+    // The largest share is the 4-sample page.
+    assert!(orders.iter().all(|o| o.len() == 4), "{orders:?}");
+    let covered: BTreeSet<u64> = orders.iter().flatten().copied().collect();
+    assert_eq!(covered.into_iter().collect::<Vec<_>>(), indices);
+}
