@@ -88,12 +88,11 @@ impl Kernels {
             ..Default::default()
         };
         let started = std::time::Instant::now();
-        let ptx = compile_ptx_with_opts(KERNEL_SOURCE, options.clone()).map_err(|e| {
-            Error::Compile {
+        let ptx =
+            compile_ptx_with_opts(KERNEL_SOURCE, options.clone()).map_err(|e| Error::Compile {
                 options: options.options.clone(),
                 log: compile_log(&e),
-            }
-        })?;
+            })?;
         let module = device
             .context()
             .load_module(ptx)

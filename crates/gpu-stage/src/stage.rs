@@ -529,8 +529,9 @@ impl StageInner {
         let pinned = |len: usize| -> Result<PinnedHostSlice<u8>> {
             // SAFETY: flags 0 asks for ordinary cached page-locked memory. The memory is
             // uninitialised until the `fill(0)` below, and nothing reads it before then.
-            let mut host = unsafe { ctx.alloc_pinned_with_flags::<u8>(len, 0) }
-                .map_err(driver(format!("allocating {len} bytes of pinned host memory")))?;
+            let mut host = unsafe { ctx.alloc_pinned_with_flags::<u8>(len, 0) }.map_err(driver(
+                format!("allocating {len} bytes of pinned host memory"),
+            ))?;
             host.as_mut_slice()
                 .map_err(driver("mapping pinned host memory"))?
                 .fill(0);
@@ -573,10 +574,12 @@ impl StageInner {
     }
 
     fn output(&self, output: usize) -> Result<&OutputLayout> {
-        self.outputs.get(output).ok_or_else(|| Error::UnknownOutput {
-            what: output.to_string(),
-            count: self.outputs.len(),
-        })
+        self.outputs
+            .get(output)
+            .ok_or_else(|| Error::UnknownOutput {
+                what: output.to_string(),
+                count: self.outputs.len(),
+            })
     }
 
     /// Returns a slot's resources to the pool and moves the table on with `update`.
@@ -726,7 +729,14 @@ fn enqueue(
     } = res;
     for (i, (layout, buf)) in stage.outputs.iter().zip(buffers.iter_mut()).enumerate() {
         let bytes = batch_len * layout.host_sample_bytes;
-        copy_prefix(stream, &buf.host, &mut buf.device_in, bytes, slot, &layout.name)?;
+        copy_prefix(
+            stream,
+            &buf.host,
+            &mut buf.device_in,
+            bytes,
+            slot,
+            &layout.name,
+        )?;
         let Some(img) = &layout.image else { continue };
         if let Some((host, dev)) = &mut buf.flips {
             copy_prefix(stream, host, dev, batch_len, slot, &layout.name)?;
@@ -779,8 +789,10 @@ fn enqueue(
         // kernel reads `batch × height × width × channels` input bytes, `batch` flags and
         // `256 × channels` table entries, and writes as many output elements: all within
         // the buffers, which were sized for `max_batch ≥ batch` samples of this layout.
-        unsafe { launch.launch(cfg) }
-            .map_err(driver(format!("launching the normalize kernel of {:?}", layout.name)))?;
+        unsafe { launch.launch(cfg) }.map_err(driver(format!(
+            "launching the normalize kernel of {:?}",
+            layout.name
+        )))?;
     }
     ready
         .record(stream)
@@ -807,9 +819,9 @@ fn copy_prefix(
     };
     // The source is page-locked, so this is a true asynchronous DMA: the slot protocol (no
     // host write before the release event) keeps the bytes stable until it has run.
-    stream
-        .memcpy_htod(src, &mut dst)
-        .map_err(driver(format!("copying {output:?} of slot {slot} to the device")))
+    stream.memcpy_htod(src, &mut dst).map_err(driver(format!(
+        "copying {output:?} of slot {slot} to the device"
+    )))
 }
 
 /// A batch on the device, owning its slot until dropped.
@@ -1017,7 +1029,10 @@ impl StagedBatch {
         let mut out = vec![0u8; bytes];
         res.stream
             .memcpy_dtoh(&view, &mut out)
-            .map_err(driver(format!("copying {:?} back to the host", layout.name)))?;
+            .map_err(driver(format!(
+                "copying {:?} back to the host",
+                layout.name
+            )))?;
         res.stream
             .synchronize()
             .map_err(driver("waiting for a copy back to the host"))?;
@@ -1035,10 +1050,10 @@ impl StagedBatch {
             return Ok(());
         };
         let stream = self.consumer.as_ref().unwrap_or(&res.stream);
-        let recorded = res
-            .released
-            .record(stream)
-            .map_err(driver(format!("recording the release event of slot {}", self.slot)));
+        let recorded = res.released.record(stream).map_err(driver(format!(
+            "recording the release event of slot {}",
+            self.slot
+        )));
         if recorded.is_err() {
             // Without the event, make sure by waiting here that nothing still uses the slot.
             let _ = stream.synchronize();
