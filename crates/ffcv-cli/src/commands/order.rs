@@ -1,15 +1,309 @@
-//! `ffcv order` (placeholder until the traversal engineer's implementation lands).
+//! `ffcv order FILE --order sequential|random|quasi-random [...]`: print one epoch's
+//! sample order as a JSON array, exactly as the loader (and FFCV 1.0.2) would visit it.
+//!
+//! - `sequential`: the indices as given.
+//! - `random`: NumPy's `default_rng(seed + epoch).permutation(indices)`; with
+//!   `--world-size`/`--rank`, PyTorch's `DistributedSampler(shuffle=True)` positions
+//!   (`torch.randperm` seeded with `seed + epoch`) mapped through the indices, as FFCV.
+//! - `quasi-random`: the page-aware order with a buffer of `--buffer-pages` pages
+//!   (default `2 x --batch-size`, as FFCV); distributed too (FFCV refuses that).
+//!
+//! `--indices FILE` restricts the order to a subset: either a JSON array of sample ids
+//! (`[3, 1, 4]`) or plain text with sample ids separated by whitespace, usually one per
+//! line. Ids may repeat (each occurrence is visited), and must be below the number of
+//! samples. The cache flags are accepted for symmetry with `ffcv bench`; the order
+//! does not depend on the cache.
 
-use std::path::PathBuf;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, default_buffer_pages};
+
+use crate::error::CliError;
+
+/// The orders, as named on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderChoice {
+    /// The indices as given.
+    Sequential,
+    /// A uniform random permutation per epoch (NumPy/PyTorch-exact).
+    Random,
+    /// Page-aware random order: few pages open at once.
+    QuasiRandom,
+}
+
+impl From<OrderChoice> for OrderKind {
+    fn from(choice: OrderChoice) -> OrderKind {
+        match choice {
+            OrderChoice::Sequential => OrderKind::Sequential,
+            OrderChoice::Random => OrderKind::Random,
+            OrderChoice::QuasiRandom => OrderKind::QuasiRandom,
+        }
+    }
+}
 
 /// Arguments of `ffcv order`.
 #[derive(clap::Args, Debug)]
 pub struct OrderArgs {
     /// The .beton file.
     pub file: PathBuf,
+
+    /// The traversal order.
+    #[arg(long, value_enum, default_value = "sequential")]
+    pub order: OrderChoice,
+
+    /// The order's seed: epoch E of random order uses seed + E.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// The epoch (0-based).
+    #[arg(long, default_value_t = 0)]
+    pub epoch: u64,
+
+    /// The loader's batch size; quasi-random buffers 2 x batch-size pages.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+
+    /// Quasi-random's buffer in pages (overrides 2 x --batch-size).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub buffer_pages: Option<u64>,
+
+    /// Read through the OS page cache (the default; no effect on the order).
+    #[arg(long, overrides_with = "no_os_cache")]
+    pub os_cache: bool,
+
+    /// Read through the process cache (no effect on the order).
+    #[arg(long, overrides_with = "os_cache")]
+    pub no_os_cache: bool,
+
+    /// A subset of sample ids: a JSON array, or ids separated by whitespace (one per line).
+    #[arg(long, value_name = "FILE")]
+    pub indices: Option<PathBuf>,
+
+    /// Number of ranks of a distributed job (with --rank).
+    #[arg(long, requires = "rank", value_parser = clap::value_parser!(u64).range(1..))]
+    pub world_size: Option<u64>,
+
+    /// This process's rank, 0..world-size (with --world-size).
+    #[arg(long, requires = "world_size")]
+    pub rank: Option<u64>,
 }
 
-/// Runs `ffcv order`.
-pub fn run(_args: &OrderArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    Err("`ffcv order` is not built yet".into())
+/// What can go wrong in `ffcv order` beyond opening the file.
+#[derive(Debug, thiserror::Error)]
+pub enum OrderError {
+    /// The indices file cannot be read.
+    #[error("{path}: cannot read the indices file: {source}")]
+    ReadIndices {
+        /// The indices file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The indices file is neither a JSON array of ids nor whitespace-separated ids.
+    #[error("{path}: {reason}")]
+    BadIndices {
+        /// The indices file.
+        path: PathBuf,
+        /// What is wrong, with where.
+        reason: String,
+    },
+    /// An id of the indices file is not a sample of the dataset.
+    #[error(
+        "{indices}: sample id {index} (entry {position}) is out of range: {file} has {num_samples} samples"
+    )]
+    IndexOutOfRange {
+        /// The indices file.
+        indices: PathBuf,
+        /// The dataset.
+        file: PathBuf,
+        /// The offending id.
+        index: u64,
+        /// Its 0-based position in the indices file.
+        position: usize,
+        /// Samples in the dataset.
+        num_samples: u64,
+    },
+    /// The order cannot be built for this file and these options.
+    #[error("{file}: {source}")]
+    Order {
+        /// The dataset.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: traversal::Error,
+    },
+    /// A number does not fit this machine's address size.
+    #[error("--{flag} {value} is too large for this machine")]
+    TooLarge {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: u64,
+    },
+}
+
+fn to_usize(flag: &'static str, value: u64) -> Result<usize, OrderError> {
+    usize::try_from(value).map_err(|_| OrderError::TooLarge { flag, value })
+}
+
+/// Parses an indices file: a JSON array of non-negative integers, or integers separated
+/// by whitespace.
+pub fn parse_indices(path: &Path, text: &str) -> Result<Vec<u64>, OrderError> {
+    let bad = |reason: String| OrderError::BadIndices {
+        path: path.to_owned(),
+        reason,
+    };
+    if text.trim_start().starts_with('[') {
+        let values: Vec<serde_json::Value> = serde_json::from_str(text)
+            .map_err(|err| bad(format!("not a JSON array of sample ids: {err}")))?;
+        return values
+            .iter()
+            .enumerate()
+            .map(|(position, value)| {
+                value.as_u64().ok_or_else(|| {
+                    bad(format!(
+                        "entry {position} is {value}, not a non-negative integer sample id"
+                    ))
+                })
+            })
+            .collect();
+    }
+    let mut indices = Vec::new();
+    for (line_number, line) in text.lines().enumerate() {
+        for word in line.split_whitespace() {
+            let index = word.parse::<u64>().map_err(|_| {
+                bad(format!(
+                    "line {}: `{word}` is not a non-negative integer sample id",
+                    line_number + 1
+                ))
+            })?;
+            indices.push(index);
+        }
+    }
+    Ok(indices)
+}
+
+/// Computes the order `args` describe (the sample ids of the epoch on this rank).
+pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
+    let reader = beton_io::Reader::open(&args.file).map_err(CliError::from)?;
+    let num_samples = reader.num_samples();
+
+    let indices = match &args.indices {
+        None => (0..num_samples).collect(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| OrderError::ReadIndices {
+                path: path.clone(),
+                source,
+            })?;
+            let indices = parse_indices(path, &text)?;
+            if let Some((position, &index)) =
+                indices.iter().enumerate().find(|&(_, &i)| i >= num_samples)
+            {
+                return Err(OrderError::IndexOutOfRange {
+                    indices: path.clone(),
+                    file: args.file.clone(),
+                    index,
+                    position,
+                    num_samples,
+                }
+                .into());
+            }
+            indices
+        }
+    };
+
+    let order_error = |source| OrderError::Order {
+        file: args.file.clone(),
+        source,
+    };
+    let distributed = match (args.world_size, args.rank) {
+        (Some(world_size), Some(rank)) => Some(
+            Distributed::new(
+                to_usize("world-size", world_size)?,
+                // A rank beyond usize is out of range anyway; keep the error typed.
+                usize::try_from(rank).unwrap_or(usize::MAX),
+            )
+            .map_err(order_error)?,
+        ),
+        _ => None,
+    };
+    let buffer_pages = match args.buffer_pages {
+        Some(pages) => to_usize("buffer-pages", pages)?,
+        None => default_buffer_pages(to_usize("batch-size", args.batch_size)?),
+    };
+    let spec = OrderSpec {
+        kind: args.order.into(),
+        seed: args.seed,
+        distributed,
+        buffer_pages,
+    };
+    let pages = (spec.kind == OrderKind::QuasiRandom).then(|| {
+        let map = reader.page_map();
+        SamplePages::from_fn(num_samples, |sample| {
+            map.pages_of_sample(sample).first().copied()
+        })
+    });
+    tracing::debug!(?spec, samples = indices.len(), "ffcv order");
+    let order = spec.build(indices, pages.as_ref()).map_err(order_error)?;
+    Ok(order.order(args.epoch))
+}
+
+/// Runs `ffcv order`: prints the order as one JSON array on standard output.
+pub fn run(args: &OrderArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let order = compute(args)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut write = || -> std::io::Result<()> {
+        out.write_all(b"[")?;
+        for (i, index) in order.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            write!(out, "{index}")?;
+        }
+        out.write_all(b"]\n")?;
+        out.flush()
+    };
+    write().map_err(CliError::Stdout)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_files_are_json_arrays_or_whitespace_separated() {
+        let path = Path::new("ids");
+        assert_eq!(parse_indices(path, " [3, 1, 4]\n").unwrap(), vec![3, 1, 4]);
+        assert_eq!(
+            parse_indices(path, "3\n1\n\n4 5\n").unwrap(),
+            vec![3, 1, 4, 5]
+        );
+        assert_eq!(parse_indices(path, "").unwrap(), Vec::<u64>::new());
+        assert_eq!(parse_indices(path, "[]").unwrap(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn malformed_indices_name_the_file_and_the_entry() {
+        let path = Path::new("ids.txt");
+        let message = parse_indices(path, "1\n2\n-3\n").unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "ids.txt: line 3: `-3` is not a non-negative integer sample id"
+        );
+        let message = parse_indices(path, "[1, 2.5]").unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "ids.txt: entry 1 is 2.5, not a non-negative integer sample id"
+        );
+        assert!(
+            parse_indices(path, "[1, 2")
+                .unwrap_err()
+                .to_string()
+                .starts_with("ids.txt: not a JSON array of sample ids")
+        );
+    }
 }
