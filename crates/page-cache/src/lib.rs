@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use beton_io::Reader;
 
-pub use advice::Advice;
+pub use advice::{Advice, evict_from_os_cache, os_cached_bytes};
 pub use error::{Error, Result};
 pub use memory::available_memory;
 pub use os::{OsCache, OsEpoch};

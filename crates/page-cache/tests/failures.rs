@@ -245,3 +245,35 @@ fn direct_io_reads_the_same_bytes_or_reports_why_not() {
         epoch.stats().pages_loaded * MIB2
     );
 }
+
+#[test]
+fn direct_io_leaves_the_os_cache_alone_and_buffered_reads_fill_it() {
+    let (_dir, path) = copy_of_multipage();
+    // Written pages are dirty until synced; eviction only drops clean ones.
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    let reader = Arc::new(Reader::open(&path).unwrap());
+    let batches = vec![(0..40).collect::<Vec<u64>>()];
+    for direct_io in [true, false] {
+        let config = CacheConfig {
+            os_cache: false,
+            direct_io,
+            reader_threads: 2,
+            ..CacheConfig::default()
+        };
+        let cache = ProcessCache::new(Arc::clone(&reader), &config).unwrap();
+        page_cache::evict_from_os_cache(&path).unwrap();
+        let before = page_cache::os_cached_bytes(&path).unwrap();
+        let mut epoch = cache.schedule_epoch(&batches).unwrap();
+        epoch.start_batch(0).unwrap();
+        let after = page_cache::os_cached_bytes(&path).unwrap();
+        if cache.direct_io() {
+            // Pages 1..=7 were read, none through the OS cache.
+            assert!(after <= before + 64 * 1024, "{before} -> {after}");
+        } else if !direct_io {
+            assert!(
+                after >= before + 7 * MIB2 - 64 * 1024,
+                "{before} -> {after}"
+            );
+        }
+    }
+}

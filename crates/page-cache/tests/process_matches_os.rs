@@ -149,3 +149,37 @@ fn os_cache_reads_equal_the_reader_and_give_no_page_counters() {
     epoch.start_batch(1).unwrap();
     assert_eq!(epoch.stats(), page_cache::CacheStats::default());
 }
+
+#[test]
+fn contexts_are_shared_across_threads_while_pages_are_prefetched() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<PageCache>();
+    assert_send_sync::<page_cache::EpochContext>();
+
+    let reader = Arc::new(Reader::open(fixture("page_retry.beton")).unwrap());
+    let ptrs = common::ptrs_by_sample(&reader);
+    let cache = PageCache::new(Arc::clone(&reader), &process_config(3, 4)).unwrap();
+    for round in 0..20u64 {
+        // A different order each round: rotate the samples.
+        let order: Vec<u64> = (0..12).map(|i| (i + round) % 12).collect();
+        let batches = batches_of(&order, 2);
+        let mut epoch = cache.schedule_epoch(&batches).unwrap();
+        for (b, batch) in batches.iter().enumerate() {
+            epoch.start_batch(b).unwrap();
+            let epoch = &epoch;
+            std::thread::scope(|scope| {
+                for t in 0..4 {
+                    let ptrs = &ptrs;
+                    let reader = &reader;
+                    scope.spawn(move || {
+                        let s = batch[t % batch.len()];
+                        for &ptr in &ptrs[&s] {
+                            assert!(epoch.read(ptr).unwrap() == reader.data_at(ptr).unwrap());
+                        }
+                    });
+                }
+            });
+        }
+    }
+    assert_eq!(cache.stats().page_read_errors, 0);
+}
