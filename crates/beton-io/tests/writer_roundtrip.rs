@@ -52,7 +52,7 @@ fn all_kinds() -> Vec<FieldSpec> {
 fn all_kinds_sample(i: u64, max_blob: u64) -> Vec<FieldValue> {
     let blob_len = (sm64(1, i) % (max_blob + 1)) as usize;
     let (w, h) = (1 + (sm64(2, i) % 40) as u16, 1 + (sm64(3, i) % 30) as u16);
-    let image = if i % 3 == 0 {
+    let image = if i.is_multiple_of(3) {
         RgbImage::Jpeg {
             width: w,
             height: h,
