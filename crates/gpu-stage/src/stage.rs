@@ -222,6 +222,52 @@ fn check_output(spec: &OutputSpec, max_batch: usize) -> Result<OutputLayout> {
     Ok(layout)
 }
 
+fn check_config(config: &StageConfig) -> Result<Vec<OutputLayout>> {
+    let stage_error = |reason: &str| Error::InvalidOutput {
+        output: "(stage)".to_owned(),
+        reason: reason.to_owned(),
+    };
+    if config.max_batch == 0 {
+        return Err(stage_error("max_batch must be at least 1"));
+    }
+    if config.outputs.is_empty() {
+        return Err(stage_error("a stage needs at least one output"));
+    }
+    let outputs = config
+        .outputs
+        .iter()
+        .map(|o| check_output(o, config.max_batch))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, o) in outputs.iter().enumerate() {
+        if outputs[..i].iter().any(|p| p.name == o.name) {
+            return Err(Error::InvalidOutput {
+                output: o.name.clone(),
+                reason: "two outputs have this name".to_owned(),
+            });
+        }
+    }
+    Ok(outputs)
+}
+
+impl OutputLayout {
+    fn info(&self) -> OutputInfo {
+        OutputInfo {
+            name: self.name.clone(),
+            dtype: self.device_dtype,
+            sample_shape: self.device_sample_shape.clone(),
+            host_sample_bytes: self.host_sample_bytes,
+        }
+    }
+}
+
+impl StageConfig {
+    /// Checks the configuration without a device and describes the outputs as the device
+    /// will hold them (what [`Stage::new`] checks before allocating anything).
+    pub fn validate(&self) -> Result<Vec<OutputInfo>> {
+        Ok(check_config(self)?.iter().map(OutputLayout::info).collect())
+    }
+}
+
 /// One output's buffers in one slot.
 #[derive(Debug)]
 struct SlotBuffers {
@@ -290,31 +336,7 @@ impl Stage {
     /// Checks `config`, compiles the kernels if any output is an image, uploads the lookup
     /// tables and allocates `batches_ahead + 2` slots.
     pub fn new(device: &Device, config: StageConfig) -> Result<Self> {
-        if config.max_batch == 0 {
-            return Err(Error::InvalidOutput {
-                output: "(stage)".to_owned(),
-                reason: "max_batch must be at least 1".to_owned(),
-            });
-        }
-        if config.outputs.is_empty() {
-            return Err(Error::InvalidOutput {
-                output: "(stage)".to_owned(),
-                reason: "a stage needs at least one output".to_owned(),
-            });
-        }
-        let outputs = config
-            .outputs
-            .iter()
-            .map(|o| check_output(o, config.max_batch))
-            .collect::<Result<Vec<_>>>()?;
-        for (i, o) in outputs.iter().enumerate() {
-            if outputs[..i].iter().any(|p| p.name == o.name) {
-                return Err(Error::InvalidOutput {
-                    output: o.name.clone(),
-                    reason: "two outputs have this name".to_owned(),
-                });
-            }
-        }
+        let outputs = check_config(&config)?;
         let kernels = if outputs.iter().any(|o| o.image.is_some()) {
             Some(Kernels::compile(device)?)
         } else {
@@ -398,16 +420,7 @@ impl Stage {
 
     /// The outputs, as the device sees them.
     pub fn outputs(&self) -> Vec<OutputInfo> {
-        self.inner
-            .outputs
-            .iter()
-            .map(|o| OutputInfo {
-                name: o.name.clone(),
-                dtype: o.device_dtype,
-                sample_shape: o.device_sample_shape.clone(),
-                host_sample_bytes: o.host_sample_bytes,
-            })
-            .collect()
+        self.inner.outputs.iter().map(OutputLayout::info).collect()
     }
 
     /// The lookup table image output `output` is normalized with (for the CPU reference).
