@@ -49,31 +49,9 @@ pub enum CliError {
         reason: String,
     },
 
-    /// A JSON field holds bytes that are not valid JSON.
-    #[error("{path}: sample {sample}, field `{field}`: stored JSON is invalid: {source}")]
-    InvalidJson {
-        /// The file.
-        path: PathBuf,
-        /// The sample id.
-        sample: u64,
-        /// The field name.
-        field: String,
-        /// The parser's complaint.
-        source: serde_json::Error,
-    },
-
-    /// An option value is out of range for the chosen command (beyond what clap checks).
+    /// The options given do not fit together (exit status 2, like clap's usage errors).
     #[error("{0}")]
-    InvalidOption(String),
-
-    /// Writing a dataset failed.
-    #[error("writing {path}: {reason}")]
-    Write {
-        /// The output file.
-        path: PathBuf,
-        /// What failed.
-        reason: String,
-    },
+    Usage(String),
 }
 
 /// The `Result` of a command.

@@ -6,7 +6,6 @@
 mod byte_size;
 mod commands;
 mod error;
-mod pyjson;
 
 use std::error::Error as StdError;
 use std::io::ErrorKind;
@@ -64,7 +63,11 @@ fn main() -> ExitCode {
         Err(err) if is_broken_pipe(err.as_ref()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("ffcv: error: {}", one_line(err.as_ref()));
-            ExitCode::FAILURE
+            if matches!(err.downcast_ref::<CliError>(), Some(CliError::Usage(_))) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -2,18 +2,17 @@
 //!
 //! Each field is decoded by its default decoder and printed in the shape the design's CLI
 //! contract fixes (scripts compare these lines with FFCV's own dump). Lines are written in
-//! Python's `json.dumps` style (see [`crate::pyjson`]) so they can be diffed textually too.
+//! Python's `json.dumps` style ([`JsonValue::to_python_json`]: `", "` separators, ASCII
+//! escapes, float `repr`), so they can be diffed textually with FFCV's dump too.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use base64::Engine as _;
-use beton_io::{Field, FieldMetadata, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Reader};
-use serde_json::{Map, Number, Value, json};
+use beton_io::{Field, FieldMetadata, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, JsonValue, Reader};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CliError, Result};
-use crate::pyjson;
 
 /// Arguments of `ffcv dump`.
 #[derive(clap::Args, Debug)]
@@ -53,13 +52,7 @@ pub fn run(args: &DumpArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for sample in args.start..end {
-        let row = sample_row(&reader, &selected, sample, args.raw)?;
-        let line = pyjson::to_line(&row).map_err(|err| CliError::BadValue {
-            path: reader.path().to_path_buf(),
-            sample,
-            field: String::new(),
-            reason: format!("cannot format as JSON: {err}"),
-        })?;
+        let line = sample_row(&reader, &selected, sample, args.raw)?.to_python_json();
         out.write_all(line.as_bytes())
             .and_then(|()| out.write_all(b"\n"))
             .map_err(CliError::Stdout)?;
@@ -92,9 +85,8 @@ fn select_fields(reader: &Reader, names: Option<&[String]>) -> Result<Vec<usize>
 }
 
 /// One output line: `{"sample": ID, FIELD: VALUE, ...}`.
-pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> Result<Value> {
-    let mut row = Map::new();
-    row.insert("sample".into(), json!(sample));
+pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> Result<JsonValue> {
+    let mut row = vec![("sample".to_owned(), int(sample))];
     for &index in fields {
         let field = &reader.fields()[index];
         let value = FieldValue {
@@ -106,25 +98,34 @@ pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> 
         };
         match reader.metadata(sample, index)? {
             FieldMetadata::Float(x) => {
-                row.insert(field.name.clone(), float_value(x));
+                row.push((field.name.clone(), float_value(x)));
                 // FFCV's dump prints the bit pattern too, so NaN payloads and -0.0 compare exactly.
-                row.insert(format!("{}.bits", field.name), json!(x.to_bits()));
+                row.push((format!("{}.bits", field.name), int(x.to_bits())));
             }
-            metadata => {
-                row.insert(field.name.clone(), value.decode(metadata)?);
-            }
+            metadata => row.push((field.name.clone(), value.decode(metadata)?)),
         }
     }
-    Ok(Value::Object(row))
+    Ok(JsonValue::Object(row))
+}
+
+/// An integer value.
+fn int(value: impl Into<i128>) -> JsonValue {
+    JsonValue::Int(value.into())
+}
+
+/// A string value.
+fn string(value: impl Into<String>) -> JsonValue {
+    JsonValue::String(value.into())
 }
 
 /// A float as a JSON number, or `"NaN"`, `"inf"`, `"-inf"`, which JSON cannot hold.
-fn float_value(x: f64) -> Value {
-    match Number::from_f64(x) {
-        Some(number) => Value::Number(number),
-        None if x.is_nan() => json!("NaN"),
-        None if x > 0.0 => json!("inf"),
-        None => json!("-inf"),
+fn float_value(x: f64) -> JsonValue {
+    if x.is_nan() {
+        string("NaN")
+    } else if x.is_infinite() {
+        string(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        JsonValue::Float(x)
     }
 }
 
@@ -138,33 +139,32 @@ struct FieldValue<'a> {
 }
 
 impl FieldValue<'_> {
-    fn decode(&self, metadata: FieldMetadata) -> Result<Value> {
-        let mut object = Map::new();
+    fn decode(&self, metadata: FieldMetadata) -> Result<JsonValue> {
+        let mut object = Vec::new();
         match metadata {
-            FieldMetadata::Int(value) => return Ok(json!(value)),
+            FieldMetadata::Int(value) => return Ok(int(value)),
             FieldMetadata::Float(x) => return Ok(float_value(x)),
             FieldMetadata::Json { .. } => {
                 let bytes = self.stored()?;
                 // FFCV stores `json.dumps(value)` followed by one NUL byte.
                 let text = bytes.strip_suffix(b"\0").unwrap_or(bytes);
-                return serde_json::from_slice(text).map_err(|source| CliError::InvalidJson {
-                    path: self.reader.path().to_path_buf(),
-                    sample: self.sample,
-                    field: self.field.name.clone(),
-                    source,
-                });
+                let text = std::str::from_utf8(text)
+                    .map_err(|err| self.bad(format!("stored JSON is not UTF-8: {err}")))?;
+                // Python's json.loads semantics: key order, big ints, NaN/Infinity literals.
+                return JsonValue::parse(text)
+                    .map_err(|err| self.bad(format!("stored JSON is invalid: {err}")));
             }
             FieldMetadata::Bytes { .. } => {
                 let bytes = self.stored()?;
-                object.insert("len".into(), json!(bytes.len()));
+                object.push(("len".into(), int(bytes.len() as u64)));
                 self.digest_into(&mut object, "", bytes);
             }
             FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => {
                 let args = self.field.field_type.ndarray_args().ok_or_else(|| {
                     self.bad("array metadata on a field without array arguments".into())
                 })?;
-                object.insert("dtype".into(), json!(args.dtype.descr()));
-                object.insert("shape".into(), json!(args.shape));
+                object.push(("dtype".into(), string(args.dtype.descr())));
+                object.push(("shape".into(), shape(&args.shape)));
                 self.digest_into(&mut object, "", self.stored()?);
             }
             FieldMetadata::RgbImage {
@@ -183,10 +183,10 @@ impl FieldValue<'_> {
                         )));
                     }
                 };
-                object.insert("mode".into(), json!(mode_name));
-                object.insert("height".into(), json!(h));
-                object.insert("width".into(), json!(w));
-                object.insert("shape".into(), json!([h, w, 3]));
+                object.push(("mode".into(), string(mode_name)));
+                object.push(("height".into(), int(h)));
+                object.push(("width".into(), int(w)));
+                object.push(("shape".into(), shape(&[h, w, 3])));
                 let stored = self.stored()?;
                 if mode == IMAGE_MODE_RAW {
                     // Raw images are stored as the decoded HxWx3 u8 pixels already.
@@ -195,18 +195,18 @@ impl FieldValue<'_> {
                     // Seam for the JPEG decoder (the facade's image decoding): until it lands,
                     // the stored JPEG stream is reported (`jpeg_len`, `jpeg_sha256`, and
                     // `jpeg_b64` with --raw) instead of the decoded pixels' `sha256`.
-                    object.insert("jpeg_len".into(), json!(stored.len()));
+                    object.push(("jpeg_len".into(), int(stored.len() as u64)));
                     self.digest_into(&mut object, "jpeg_", stored);
                 }
             }
             FieldMetadata::Custom => {
                 // A custom field's meaning is known only to its handler: show its raw metadata.
                 let bytes = self.reader.metadata_bytes(self.sample, self.index)?;
-                object.insert("custom_metadata_len".into(), json!(bytes.len()));
+                object.push(("custom_metadata_len".into(), int(bytes.len() as u64)));
                 self.digest_into(&mut object, "custom_metadata_", bytes);
             }
         }
-        Ok(Value::Object(object))
+        Ok(JsonValue::Object(object))
     }
 
     /// The field's stored bytes for this sample (validated against the allocation table).
@@ -218,11 +218,11 @@ impl FieldValue<'_> {
     }
 
     /// Adds `{prefix}sha256` and, with `--raw`, `{prefix}b64` of `bytes`.
-    fn digest_into(&self, object: &mut Map<String, Value>, prefix: &str, bytes: &[u8]) {
-        object.insert(format!("{prefix}sha256"), json!(sha256_hex(bytes)));
+    fn digest_into(&self, object: &mut Vec<(String, JsonValue)>, prefix: &str, bytes: &[u8]) {
+        object.push((format!("{prefix}sha256"), string(sha256_hex(bytes))));
         if self.raw {
             let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-            object.insert(format!("{prefix}b64"), json!(b64));
+            object.push((format!("{prefix}b64"), string(b64)));
         }
     }
 
@@ -234,6 +234,11 @@ impl FieldValue<'_> {
             reason,
         }
     }
+}
+
+/// A shape as a JSON list of integers.
+fn shape(dims: &[u64]) -> JsonValue {
+    JsonValue::Array(dims.iter().map(|&d| int(d)).collect())
 }
 
 /// Lowercase hex sha256.

@@ -22,11 +22,7 @@ pub struct InspectArgs {
 pub fn run(args: &InspectArgs) -> Result<()> {
     let reader = Reader::open(&args.file)?;
     let text = if args.json {
-        let mut line = serde_json::to_string(&summary(&reader)).map_err(|err| {
-            CliError::InvalidOption(format!("cannot format the summary as JSON: {err}"))
-        })?;
-        line.push('\n');
-        line
+        format!("{}\n", summary(&reader))
     } else {
         table(&reader)
     };

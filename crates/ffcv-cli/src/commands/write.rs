@@ -1,6 +1,11 @@
 //! `ffcv write synthetic OUT --kind KIND --samples N`: build .beton files.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+
+use beton_io::{DType, DatasetWriter, from_fn};
+use ffcv_cli::synthetic::{Kind, Spec};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
@@ -18,21 +23,6 @@ enum WriteSource {
     Synthetic(SyntheticArgs),
 }
 
-/// What `ffcv write synthetic` generates.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `index` (int) and `value` (float).
-    Scalars,
-    /// `index` (int) and `blob` (bytes of varying length around --size).
-    Bytes,
-    /// `index` (int) and `array` (ndarray of --dtype and --shape).
-    Ndarray,
-    /// `image` (u8 32x32x3 ndarray) and `label` (int 0..10), like CIFAR-10.
-    CifarRaw,
-    /// `image` (raw RGB image, --shape H,W, default 32,32) and `label` (int 0..10).
-    ImagesRaw,
-}
-
 /// Arguments of `ffcv write synthetic`.
 #[derive(clap::Args, Debug)]
 pub struct SyntheticArgs {
@@ -47,39 +37,100 @@ pub struct SyntheticArgs {
     /// Seed of the content (the same seed gives the same values).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Page size: a power of two, at least 2 MiB (e.g. `8MiB`, `2097152`).
+    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`, `2097152`).
     #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
     pub page_size: u64,
     /// Writer threads (default: the CPUs available).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Mean length of `bytes` samples (lengths vary from half to one and a half times it).
-    #[arg(long, default_value = "4KiB", value_parser = parse_byte_size)]
-    pub size: u64,
-    /// Shape of `ndarray` samples (e.g. `3,4`), or H,W of `images-raw` images.
+    /// `bytes`: the mean sample length (lengths vary from half to one and a half times it).
+    #[arg(long, value_parser = parse_byte_size)]
+    pub size: Option<u64>,
+    /// `ndarray`: the array shape (default `3,4`); `images-raw`: HEIGHT,WIDTH (default `32,32`).
     #[arg(long, value_delimiter = ',')]
     pub shape: Option<Vec<u64>>,
-    /// numpy dtype of `ndarray` samples (e.g. `<f4`, `|u1`, `>i8`).
-    #[arg(long, default_value = "<f4")]
-    pub dtype: String,
+    /// `ndarray`: the numpy dtype (default `<f4`; e.g. `|u1`, `>i8`, `<f2`, `|b1`).
+    #[arg(long)]
+    pub dtype: Option<String>,
 }
 
 /// Runs `ffcv write`.
 pub fn run(args: &WriteArgs) -> Result<()> {
     match &args.source {
-        WriteSource::Synthetic(args) => Err(CliError::Write {
-            path: args.out.clone(),
-            reason: format!(
-                "the dataset writer is not available yet (kind {:?}, {} samples, seed {}, page size {}, size {}, shape {:?}, dtype {}, workers {:?})",
-                args.kind,
-                args.samples,
-                args.seed,
-                args.page_size,
-                args.size,
-                args.shape,
-                args.dtype,
-                args.workers
-            ),
-        }),
+        WriteSource::Synthetic(args) => synthetic(args),
     }
+}
+
+fn synthetic(args: &SyntheticArgs) -> Result<()> {
+    let spec = spec(args)?;
+    let fields = spec.fields().map_err(CliError::Usage)?;
+    let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
+    if let Some(workers) = args.workers {
+        writer = writer.with_num_workers(workers);
+    }
+    let bar = progress_bar(args.samples);
+    let summary = {
+        let bar = bar.clone();
+        writer
+            .with_progress(move |done| bar.set_position(done))
+            .write(&from_fn(args.samples, |i| Ok(spec.sample(i))))
+    };
+    bar.finish_and_clear();
+    let summary = summary?;
+    println!(
+        "wrote {}: {} samples of kind {}, {} data pages, {} bytes",
+        args.out.display(),
+        summary.num_samples,
+        args.kind.name(),
+        summary.num_pages,
+        summary.file_size
+    );
+    Ok(())
+}
+
+/// The spec from the arguments; an option the kind cannot use is a usage error.
+fn spec(args: &SyntheticArgs) -> Result<Spec> {
+    let mut spec = Spec::new(args.kind);
+    spec.seed = args.seed;
+    let unused = |option: &str, kinds: &str| {
+        CliError::Usage(format!(
+            "--{option} applies to --kind {kinds}, not to {}",
+            args.kind.name()
+        ))
+    };
+    if let Some(size) = args.size {
+        if args.kind != Kind::Bytes {
+            return Err(unused("size", "bytes"));
+        }
+        spec.mean_size = size;
+    }
+    if let Some(shape) = &args.shape {
+        if !matches!(args.kind, Kind::Ndarray | Kind::ImagesRaw) {
+            return Err(unused("shape", "ndarray or images-raw"));
+        }
+        spec.shape = shape.clone();
+    }
+    if let Some(dtype) = &args.dtype {
+        if args.kind != Kind::Ndarray {
+            return Err(unused("dtype", "ndarray"));
+        }
+        spec.dtype = dtype
+            .parse::<DType>()
+            .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
+    }
+    Ok(spec)
+}
+
+/// A bar on stderr when stderr is a terminal; hidden (drawing nothing) otherwise.
+fn progress_bar(samples: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(samples), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} writing [{bar:40}] {pos}/{len} samples ({per_sec}, eta {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
 }
