@@ -11,7 +11,12 @@ use crate::pcg64::NumpyPcg64;
 /// - One process: `numpy.random.default_rng(seed + epoch).permutation(indices)`, exactly.
 /// - Distributed: FFCV's `indices[DistributedSampler(shuffle=True, seed)]`, i.e. the
 ///   positions of `torch.randperm(len(indices))` from a generator seeded with
-///   `seed + epoch`, padded and strided as [`Distributed::select`] describes.
+///   `seed + epoch`, padded and strided as [`Distributed::select`] describes. Torch's
+///   generator keeps only the low 32 bits of `seed + epoch`, so seeds that differ by a
+///   multiple of 2^32 give the same distributed orders (as in PyTorch).
+///
+/// NumPy takes `seed + epoch` as an unbounded integer; so does this (no wrap-around,
+/// even for `u64::MAX + u64::MAX`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Random {
     indices: Vec<u64>,
