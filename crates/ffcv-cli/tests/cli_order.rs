@@ -233,3 +233,29 @@ fn bad_input_is_a_one_line_error_or_a_usage_error() {
         assert!(!run.stderr.contains("panicked"));
     }
 }
+
+#[test]
+fn buffer_pages_overrides_twice_the_batch_size() {
+    // multipage.beton: 6 samples on each of pages 1..=6, 4 on page 7.
+    let expected = support::expected("multipage");
+    let mut page_of = std::collections::HashMap::new();
+    for (page, samples) in expected["pages"]["page_to_samples"].as_object().unwrap() {
+        for sample in u64s(samples) {
+            page_of.insert(sample, page.clone());
+        }
+    }
+    let file = fixture("multipage");
+    let one_page = order(&[
+        path_str(&file),
+        "--order",
+        "quasi-random",
+        "--batch-size",
+        "7",
+        "--buffer-pages",
+        "1",
+    ]);
+    let mut runs: Vec<&String> = one_page.iter().map(|s| &page_of[s]).collect();
+    runs.dedup();
+    // With one page in the buffer, each page is read in one contiguous run.
+    assert_eq!(runs.len(), 7, "{one_page:?}");
+}
