@@ -30,6 +30,7 @@
 //! # Ok::<(), beton_io::Error>(())
 //! ```
 
+pub mod corrupt;
 mod dtype;
 mod error;
 mod format;

@@ -1,4 +1,5 @@
-//! The read-only memory map of a `.beton` file: the crate's only `unsafe` code.
+//! The read-only bytes behind a Reader: a memory map of the file (the crate's only `unsafe`
+//! code) or an owned buffer.
 
 use std::fs::File;
 
@@ -6,8 +7,11 @@ use memmap2::Mmap;
 
 /// A read-only view of a whole file.
 #[derive(Debug)]
-pub(crate) struct Mapping {
-    map: Mmap,
+pub(crate) enum Mapping {
+    /// The file, memory-mapped.
+    Map(Mmap),
+    /// Bytes already in memory.
+    Owned(Vec<u8>),
 }
 
 impl Mapping {
@@ -19,11 +23,14 @@ impl Mapping {
         // Reader is outside this crate's contract (the process would get SIGBUS), as documented
         // on `Reader::open`.
         let map = unsafe { Mmap::map(file)? };
-        Ok(Mapping { map })
+        Ok(Mapping::Map(map))
     }
 
-    /// The mapped bytes.
+    /// The bytes.
     pub(crate) fn bytes(&self) -> &[u8] {
-        &self.map
+        match self {
+            Mapping::Map(m) => m,
+            Mapping::Owned(v) => v,
+        }
     }
 }

@@ -135,6 +135,30 @@ impl Reader {
                 source: std::io::Error::other("file size changed while opening"),
             });
         }
+        Reader::from_mapping(path, map, options)
+    }
+
+    /// Validates a file that is already in memory, as [`Reader::open_with`] validates a file on
+    /// disk; `path` only names it in errors. Useful for tests, fuzzing and embedded data.
+    pub fn from_vec(
+        path: impl Into<PathBuf>,
+        bytes: Vec<u8>,
+        options: &ReaderOptions,
+    ) -> Result<Reader> {
+        let path = path.into();
+        if (bytes.len() as u64) < HEADER_SIZE {
+            return Err(Error::Truncated {
+                path,
+                what: "header".into(),
+                start: 0,
+                end: HEADER_SIZE,
+                file_size: bytes.len() as u64,
+            });
+        }
+        Reader::from_mapping(path, Mapping::Owned(bytes), options)
+    }
+
+    fn from_mapping(path: PathBuf, map: Mapping, options: &ReaderOptions) -> Result<Reader> {
         let parsed = Parsed::parse(&path, map.bytes(), options)?;
         tracing::debug!(
             path = %path.display(),
