@@ -1,14 +1,49 @@
 //! JPEG decoding to packed RGB (pure Rust, `jpeg-decoder`) and encoding
 //! (`jpeg-encoder`) the way FFCV's writer calls `cv2.imencode`.
 //!
-//! Decoder choice: against the fixture's libjpeg-turbo `TJFLAG_FASTDCT`
-//! decodes, `jpeg-decoder` differs by 1.06–1.11 on average and at most 6 per
-//! byte; `zune-jpeg` 0.5 by 1.26–1.34 and up to 17 (but decodes about 1.4x
-//! faster). Neither implements libjpeg-turbo's fast integer IDCT, so the
-//! decode is close, not bit-exact.
+//! Baseline JPEGs (all FFCV's writer produces) go through [`super::turbo`],
+//! which reproduces libjpeg-turbo's `TJFLAG_FASTDCT` output; everything else
+//! (progressive, arithmetic, 12-bit, unusual sampling) through the
+//! `jpeg-decoder` crate. Why not a crate alone: against the fixture's
+//! libjpeg-turbo decodes, `jpeg-decoder` differs by 1.06–1.11 on average and
+//! at most 6 per byte, `zune-jpeg` 0.5 by 1.26–1.34 and up to 17, both with a
+//! systematic +1.2 (red) / +1.4 (blue) bias: the fast IDCT truncates where
+//! accurate IDCTs round, and that bias survives the resize (end-to-end mean
+//! 1.26 / 0.34 / 1.45 per channel with `jpeg-decoder`, over the 1.0 target).
 
+use super::turbo::{Outcome, TurboDecoder};
 use super::{ImageError, Result, RgbImage, rgb_len};
 use jpeg_decoder::{Decoder, PixelFormat};
+
+/// A JPEG decoder that keeps its working buffers between images: one per
+/// worker thread, so decoding a dataset allocates only while the buffers
+/// grow to the largest image.
+#[derive(Default)]
+pub struct JpegDecoder {
+    turbo: TurboDecoder,
+}
+
+impl std::fmt::Debug for JpegDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JpegDecoder")
+    }
+}
+
+impl JpegDecoder {
+    /// A decoder with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes `jpeg` into `out` as packed RGB and returns `(height, width)`;
+    /// see [`decode_jpeg_into`].
+    pub fn decode_into(&mut self, jpeg: &[u8], out: &mut [u8]) -> Result<(u32, u32)> {
+        match self.turbo.decode_into(jpeg, out)? {
+            Outcome::Decoded(h, w) => Ok((h, w)),
+            Outcome::Unsupported => decode_general_into(jpeg, out),
+        }
+    }
+}
 
 /// What a JPEG header says, read without decoding the scans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +86,11 @@ pub fn jpeg_info(jpeg: &[u8]) -> Result<JpegInfo> {
 
 /// Decodes `jpeg` into `out` as packed RGB and returns `(height, width)`.
 ///
+/// Baseline JPEGs decode exactly as libjpeg-turbo with `TJFLAG_FASTDCT`
+/// (FFCV's decode); others through `jpeg-decoder`. This one-shot form
+/// allocates its buffers each call: keep a [`JpegDecoder`] per thread in hot
+/// loops.
+///
 /// `out` must hold at least `height * width * 3` bytes (the loader sizes it
 /// from the largest image in the file's metadata); the header is checked
 /// against it before any pixel memory is allocated, so a corrupt header
@@ -58,6 +98,11 @@ pub fn jpeg_info(jpeg: &[u8]) -> Result<JpegInfo> {
 /// JPEGs are expanded to RGB (as libjpeg-turbo's `TJPF_RGB` does).
 /// Corrupt or truncated input gives [`ImageError::JpegDecode`], never a panic.
 pub fn decode_jpeg_into(jpeg: &[u8], out: &mut [u8]) -> Result<(u32, u32)> {
+    JpegDecoder::new().decode_into(jpeg, out)
+}
+
+/// The `jpeg-decoder` path (accurate IDCT).
+fn decode_general_into(jpeg: &[u8], out: &mut [u8]) -> Result<(u32, u32)> {
     let mut decoder = Decoder::new(jpeg);
     decoder
         .read_info()

@@ -5,8 +5,9 @@
 //! caller-owned output and scratch buffers, so the hot path allocates nothing
 //! once the buffers have grown to the largest image:
 //!
-//! - [`decode_jpeg_into`]: JPEG bytes to RGB (the decoder library keeps its
-//!   own working memory, bounded by the output size checked up front);
+//! - [`JpegDecoder::decode_into`] / [`decode_jpeg_into`]: JPEG bytes to RGB,
+//!   bit-identical to libjpeg-turbo's `TJFLAG_FASTDCT` decode for baseline
+//!   files (FFCV's decode), with `jpeg-decoder` for other kinds;
 //! - [`center_crop_box`] and [`random_resized_crop_box`]: FFCV's
 //!   `get_center_crop` and `get_random_crop` rules;
 //! - [`AreaResizer`]: `cv::resize(..., INTER_AREA)` reproduced bit for bit,
@@ -23,13 +24,14 @@ mod file;
 mod jpeg;
 mod resize;
 mod synthetic;
+mod turbo;
 
 pub use crop::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 pub use encode::{
     EncodedImage, ImageMode, RgbImageEncoder, WriteMode, downscale_to_max_resolution,
 };
 pub use file::{read_image_bytes, read_image_file};
-pub use jpeg::{JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
+pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use resize::{AreaResizer, resize_area_into};
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
 

@@ -1,0 +1,769 @@
+//! A baseline JPEG decoder that reproduces libjpeg-turbo's output with
+//! `TJFLAG_FASTDCT` (what FFCV's `imdecode` asks for): the AAN integer IDCT
+//! with truncating descales (`jidctfst`), the "fancy" triangle upsampling of
+//! subsampled chroma (`h2v1`, `h1v2`, `h2v2`), and the fixed-point YCbCr to
+//! RGB tables (`jdcolor`).
+//!
+//! It handles sequential Huffman JPEGs with 8-bit samples and 1 or 3
+//! components sampled 1x or 2x per axis: everything FFCV's writer (OpenCV's
+//! `imencode`) produces. Anything else (progressive, arithmetic coding,
+//! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
+//! caller can use a general decoder instead.
+
+use super::{ImageError, Result, rgb_len};
+
+/// What [`TurboDecoder::decode_into`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Decoded an image of `(height, width)` into the output.
+    Decoded(u32, u32),
+    /// The JPEG uses a feature this decoder leaves to the general one.
+    Unsupported,
+}
+
+/// Zig-zag position -> natural (row-major) index, with 16 extra entries
+/// pointing at 63 so a corrupt run length cannot index out of the block
+/// (libjpeg's `jpeg_natural_order` does the same).
+const NATURAL_ORDER: [usize; 80] = [
+    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
+    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
+    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63,
+];
+
+/// AAN scale factors `round(2^14 * s(row) * s(col))`, `s(0) = 1`,
+/// `s(k) = sqrt(2) cos(k pi / 16)` (libjpeg's `aanscales`).
+const AAN_SCALES: [i64; 64] = [
+    16384, 22725, 21407, 19266, 16384, 12873, 8867, 4520, 22725, 31521, 29692, 26722, 22725, 17855,
+    12299, 6270, 21407, 29692, 27969, 25172, 21407, 16819, 11585, 5906, 19266, 26722, 25172, 22654,
+    19266, 15137, 10426, 5315, 16384, 22725, 21407, 19266, 16384, 12873, 8867, 4520, 12873, 17855,
+    16819, 15137, 12873, 10114, 6967, 3552, 8867, 12299, 11585, 10426, 8867, 6967, 4799, 2446,
+    4520, 6270, 5906, 5315, 4520, 3552, 2446, 1247,
+];
+
+const FIX_1_082392200: i64 = 277;
+const FIX_1_414213562: i64 = 362;
+const FIX_1_847759065: i64 = 473;
+const FIX_2_613125930: i64 = 669;
+
+/// `MULTIPLY(v, c)` of jidctfst: the product descaled by 8 bits, truncating.
+fn mul(v: i64, c: i64) -> i64 {
+    (v * c) >> 8
+}
+
+/// libjpeg's post-IDCT range limit on `x >> 5` masked to 10 bits: values in
+/// -128..=127 map to 0..=255, larger ones saturate, and anything beyond
+/// +-512 wraps as in libjpeg's table.
+fn idct_limit(x: i64) -> u8 {
+    let v = ((x >> 5) & 1023) as u32;
+    match v {
+        0..=127 => (v + 128) as u8,
+        128..=511 => 255,
+        512..=895 => 0,
+        _ => (v - 896) as u8,
+    }
+}
+
+/// jidctfst's two passes for one block, writing 8x8 samples.
+fn idct_ifast(coef: &[i16; 64], q: &[i64; 64], out: &mut [u8], stride: usize) {
+    let mut ws = [0i64; 64];
+    for c in 0..8 {
+        let d = |r: usize| i64::from(coef[r * 8 + c]) * q[r * 8 + c];
+        if (1..8).all(|r| coef[r * 8 + c] == 0) {
+            let dc = d(0);
+            for r in 0..8 {
+                ws[r * 8 + c] = dc;
+            }
+            continue;
+        }
+        let (tmp0, tmp1, tmp2, tmp3) = (d(0), d(2), d(4), d(6));
+        let tmp10 = tmp0 + tmp2;
+        let tmp11 = tmp0 - tmp2;
+        let tmp13 = tmp1 + tmp3;
+        let tmp12 = mul(tmp1 - tmp3, FIX_1_414213562) - tmp13;
+        let (e0, e3, e1, e2) = (tmp10 + tmp13, tmp10 - tmp13, tmp11 + tmp12, tmp11 - tmp12);
+        let (tmp4, tmp5, tmp6, tmp7) = (d(1), d(3), d(5), d(7));
+        let (o7, o6, o5, o4) = odd_part(tmp4, tmp5, tmp6, tmp7);
+        ws[c] = e0 + o7;
+        ws[56 + c] = e0 - o7;
+        ws[8 + c] = e1 + o6;
+        ws[48 + c] = e1 - o6;
+        ws[16 + c] = e2 + o5;
+        ws[40 + c] = e2 - o5;
+        ws[32 + c] = e3 + o4;
+        ws[24 + c] = e3 - o4;
+    }
+    for r in 0..8 {
+        let w = &ws[r * 8..r * 8 + 8];
+        let o = &mut out[r * stride..r * stride + 8];
+        if w[1..].iter().all(|&v| v == 0) {
+            o.fill(idct_limit(w[0]));
+            continue;
+        }
+        let tmp10 = w[0] + w[4];
+        let tmp11 = w[0] - w[4];
+        let tmp13 = w[2] + w[6];
+        let tmp12 = mul(w[2] - w[6], FIX_1_414213562) - tmp13;
+        let (e0, e3, e1, e2) = (tmp10 + tmp13, tmp10 - tmp13, tmp11 + tmp12, tmp11 - tmp12);
+        let (o7, o6, o5, o4) = odd_part(w[1], w[3], w[5], w[7]);
+        o[0] = idct_limit(e0 + o7);
+        o[7] = idct_limit(e0 - o7);
+        o[1] = idct_limit(e1 + o6);
+        o[6] = idct_limit(e1 - o6);
+        o[2] = idct_limit(e2 + o5);
+        o[5] = idct_limit(e2 - o5);
+        o[4] = idct_limit(e3 + o4);
+        o[3] = idct_limit(e3 - o4);
+    }
+}
+
+/// The odd half of jidctfst's 1-D transform: returns `(tmp7, tmp6, tmp5, tmp4)`.
+fn odd_part(tmp4: i64, tmp5: i64, tmp6: i64, tmp7: i64) -> (i64, i64, i64, i64) {
+    let z13 = tmp6 + tmp5;
+    let z10 = tmp6 - tmp5;
+    let z11 = tmp4 + tmp7;
+    let z12 = tmp4 - tmp7;
+    let t7 = z11 + z13;
+    let t11 = mul(z11 - z13, FIX_1_414213562);
+    let z5 = mul(z10 + z12, FIX_1_847759065);
+    let t10 = mul(z12, FIX_1_082392200) - z5;
+    let t12 = mul(z10, -FIX_2_613125930) + z5;
+    let t6 = t12 - t7;
+    let t5 = t11 - t6;
+    let t4 = t10 + t5;
+    (t7, t6, t5, t4)
+}
+
+/// A Huffman table in canonical form plus a 9-bit lookahead.
+#[derive(Clone)]
+struct Huffman {
+    /// `(code length, symbol)` for every 9-bit prefix; length 0 = slow path.
+    fast: Box<[(u8, u8); 512]>,
+    maxcode: [i32; 18],
+    valoffset: [i32; 17],
+    symbols: Vec<u8>,
+}
+
+impl Huffman {
+    fn new(counts: &[u8; 16], symbols: &[u8]) -> std::result::Result<Self, &'static str> {
+        let mut fast = Box::new([(0u8, 0u8); 512]);
+        let mut maxcode = [-1i32; 18];
+        let mut valoffset = [0i32; 17];
+        let mut code: i32 = 0;
+        let mut k: usize = 0;
+        for len in 1..=16usize {
+            let n = usize::from(counts[len - 1]);
+            valoffset[len] = k as i32 - code;
+            for _ in 0..n {
+                if code >= 1 << len {
+                    return Err("Huffman table has more codes than its lengths allow");
+                }
+                if len <= 9 {
+                    let shift = 9 - len;
+                    let base = (code as usize) << shift;
+                    for e in &mut fast[base..base + (1 << shift)] {
+                        *e = (len as u8, symbols[k]);
+                    }
+                }
+                code += 1;
+                k += 1;
+            }
+            maxcode[len] = if n > 0 { code - 1 } else { -1 };
+            code <<= 1;
+        }
+        maxcode[17] = i32::MAX;
+        Ok(Self {
+            fast,
+            maxcode,
+            valoffset,
+            symbols: symbols.to_vec(),
+        })
+    }
+}
+
+/// Reads entropy-coded bits, removing byte stuffing; at a marker or the end
+/// of input it feeds zero bytes and counts them, as libjpeg does, so the
+/// caller can tell a truncated scan from a complete one.
+struct Bits<'a> {
+    data: &'a [u8],
+    pos: usize,
+    acc: u64,
+    nbits: u32,
+    at_marker: bool,
+    padded_bytes: u32,
+}
+
+impl<'a> Bits<'a> {
+    fn new(data: &'a [u8], pos: usize) -> Self {
+        Self {
+            data,
+            pos,
+            acc: 0,
+            nbits: 0,
+            at_marker: false,
+            padded_bytes: 0,
+        }
+    }
+
+    fn fill(&mut self) {
+        while self.nbits <= 56 {
+            let mut byte = 0u8;
+            if !self.at_marker {
+                match self.data.get(self.pos) {
+                    None => self.at_marker = true,
+                    Some(&0xFF) => match self.data.get(self.pos + 1) {
+                        Some(0x00) => {
+                            byte = 0xFF;
+                            self.pos += 2;
+                        }
+                        _ => self.at_marker = true,
+                    },
+                    Some(&b) => {
+                        byte = b;
+                        self.pos += 1;
+                    }
+                }
+            }
+            if self.at_marker {
+                self.padded_bytes += 1;
+            }
+            self.acc |= u64::from(byte) << (56 - self.nbits);
+            self.nbits += 8;
+        }
+    }
+
+    fn peek(&mut self, n: u32) -> u32 {
+        if self.nbits < n {
+            self.fill();
+        }
+        (self.acc >> (64 - n)) as u32
+    }
+
+    fn consume(&mut self, n: u32) {
+        self.acc <<= n;
+        self.nbits -= n;
+    }
+
+    fn bits(&mut self, n: u32) -> u32 {
+        if n == 0 {
+            return 0;
+        }
+        let v = self.peek(n);
+        self.consume(n);
+        v
+    }
+
+    fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
+        let p = self.peek(16);
+        let (len, sym) = h.fast[(p >> 7) as usize];
+        if len > 0 {
+            self.consume(u32::from(len));
+            return Ok(sym);
+        }
+        for len in 10..=16u32 {
+            let code = (p >> (16 - len)) as i32;
+            if code <= h.maxcode[len as usize] {
+                self.consume(len);
+                let idx = code + h.valoffset[len as usize];
+                return h
+                    .symbols
+                    .get(idx as usize)
+                    .copied()
+                    .ok_or("bad Huffman code");
+            }
+        }
+        Err("bad Huffman code")
+    }
+
+    /// Whether bits that were consumed came from padding past the data.
+    fn overran(&self) -> bool {
+        self.padded_bytes * 8 > self.nbits
+    }
+
+    /// Drops buffered bits and steps over the expected restart marker.
+    fn restart(&mut self, expected: u8) -> std::result::Result<(), &'static str> {
+        if self.overran() {
+            return Err("premature end of entropy-coded data");
+        }
+        self.acc = 0;
+        self.nbits = 0;
+        self.padded_bytes = 0;
+        self.at_marker = false;
+        match self.data.get(self.pos..self.pos + 2) {
+            Some(&[0xFF, m]) if m == 0xD0 + expected => {
+                self.pos += 2;
+                Ok(())
+            }
+            _ => Err("missing restart marker"),
+        }
+    }
+}
+
+fn extend(v: u32, s: u32) -> i32 {
+    if s == 0 {
+        0
+    } else if v < 1 << (s - 1) {
+        v as i32 - (1 << s) + 1
+    } else {
+        v as i32
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Component {
+    id: u8,
+    h: usize,
+    v: usize,
+    tq: usize,
+    /// Downsampled size (libjpeg's `downsampled_width/height`).
+    dw: usize,
+    dh: usize,
+    /// Plane size in samples (whole MCUs).
+    pw: usize,
+    ph: usize,
+}
+
+/// Decoder state reused between images (planes and row buffers).
+#[derive(Default)]
+pub(crate) struct TurboDecoder {
+    planes: [Vec<u8>; 3],
+    rows: [Vec<u8>; 3],
+}
+
+fn corrupt(len: usize, message: &str) -> ImageError {
+    ImageError::JpegDecode {
+        len,
+        message: message.to_owned(),
+    }
+}
+
+impl TurboDecoder {
+    /// Decodes `jpeg` into `out` (packed RGB), or reports that the file
+    /// needs the general decoder.
+    pub(crate) fn decode_into(&mut self, jpeg: &[u8], out: &mut [u8]) -> Result<Outcome> {
+        let len = jpeg.len();
+        let err = |m: &str| corrupt(len, m);
+        if !jpeg.starts_with(&[0xFF, 0xD8]) {
+            return Err(err("missing SOI marker"));
+        }
+        let mut pos = 2;
+        let mut qt = [[0i64; 64]; 4];
+        let mut qt_set = [false; 4];
+        let mut dc: [Option<Huffman>; 4] = Default::default();
+        let mut ac: [Option<Huffman>; 4] = Default::default();
+        let mut comps: Vec<Component> = Vec::new();
+        let (mut width, mut height, mut hmax, mut vmax) = (0usize, 0usize, 1usize, 1usize);
+        let mut restart_interval = 0usize;
+        let mut adobe_transform: Option<u8> = None;
+        let mut jfif = false;
+        let mut scanned = false;
+        loop {
+            // Find the next marker, skipping fill bytes (and stray data after a scan).
+            while pos < len && jpeg[pos] != 0xFF {
+                pos += 1;
+            }
+            while pos < len && jpeg[pos] == 0xFF {
+                pos += 1;
+            }
+            let Some(&marker) = jpeg.get(pos) else {
+                return Err(err("no EOI marker"));
+            };
+            pos += 1;
+            match marker {
+                0xD9 => break,
+                0xD0..=0xD7 | 0x01 | 0x00 => continue,
+                _ => {}
+            }
+            let seg_len = match jpeg.get(pos..pos + 2) {
+                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
+                None => return Err(err("truncated marker segment")),
+            };
+            let Some(seg) = (seg_len >= 2)
+                .then(|| jpeg.get(pos + 2..pos + seg_len))
+                .flatten()
+            else {
+                return Err(err("truncated marker segment"));
+            };
+            pos += seg_len;
+            match marker {
+                0xC0 | 0xC1 => {
+                    if !comps.is_empty() {
+                        return Err(err("more than one frame header"));
+                    }
+                    if seg.len() < 6 || seg[0] != 8 {
+                        return Ok(Outcome::Unsupported);
+                    }
+                    height = usize::from(u16::from_be_bytes([seg[1], seg[2]]));
+                    width = usize::from(u16::from_be_bytes([seg[3], seg[4]]));
+                    let n = usize::from(seg[5]);
+                    if height == 0 || width == 0 {
+                        return Err(err("zero image size (DNL is not supported)"));
+                    }
+                    if n != 1 && n != 3 {
+                        return Ok(Outcome::Unsupported);
+                    }
+                    if seg.len() < 6 + 3 * n {
+                        return Err(err("truncated frame header"));
+                    }
+                    for c in seg[6..6 + 3 * n].chunks_exact(3) {
+                        let (h, v) = (usize::from(c[1] >> 4), usize::from(c[1] & 15));
+                        if !(1..=4).contains(&h) || !(1..=4).contains(&v) || c[2] > 3 {
+                            return Err(err("bad component sampling or table"));
+                        }
+                        comps.push(Component {
+                            id: c[0],
+                            h,
+                            v,
+                            tq: usize::from(c[2]),
+                            ..Default::default()
+                        });
+                    }
+                    if n == 1 {
+                        // A single component is never subsampled.
+                        comps[0].h = 1;
+                        comps[0].v = 1;
+                    }
+                    hmax = comps.iter().map(|c| c.h).max().unwrap_or(1);
+                    vmax = comps.iter().map(|c| c.v).max().unwrap_or(1);
+                    for c in &comps {
+                        let ok = |m: usize, s: usize| m == s || m == 2 * s;
+                        if !ok(hmax, c.h) || !ok(vmax, c.v) {
+                            return Ok(Outcome::Unsupported);
+                        }
+                    }
+                    let needed = rgb_len(height as u32, width as u32);
+                    if out.len() < needed {
+                        return Err(ImageError::BufferTooSmall {
+                            height: height as u32,
+                            width: width as u32,
+                            needed,
+                            got: out.len(),
+                        });
+                    }
+                    let mcux = width.div_ceil(8 * hmax);
+                    let mcuy = height.div_ceil(8 * vmax);
+                    for (k, c) in comps.iter_mut().enumerate() {
+                        c.dw = (width * c.h).div_ceil(hmax);
+                        c.dh = (height * c.v).div_ceil(vmax);
+                        c.pw = mcux * c.h * 8;
+                        c.ph = mcuy * c.v * 8;
+                        let plane = &mut self.planes[k];
+                        plane.clear();
+                        plane.resize(c.pw * c.ph, 0);
+                    }
+                }
+                0xC2 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                    return Ok(Outcome::Unsupported);
+                }
+                0xC4 => {
+                    let mut s = seg;
+                    while !s.is_empty() {
+                        if s.len() < 17 {
+                            return Err(err("truncated Huffman table"));
+                        }
+                        let (class, id) = (s[0] >> 4, usize::from(s[0] & 15));
+                        let counts: [u8; 16] = s[1..17].try_into().unwrap_or([0; 16]);
+                        let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
+                        if class > 1 || id > 3 || total > 256 || s.len() < 17 + total {
+                            return Err(err("bad Huffman table"));
+                        }
+                        let table = Huffman::new(&counts, &s[17..17 + total]).map_err(err)?;
+                        if class == 0 {
+                            dc[id] = Some(table);
+                        } else {
+                            ac[id] = Some(table);
+                        }
+                        s = &s[17 + total..];
+                    }
+                }
+                0xDB => {
+                    let mut s = seg;
+                    while !s.is_empty() {
+                        let (prec, id) = (s[0] >> 4, usize::from(s[0] & 15));
+                        let size = if prec == 0 { 64 } else { 128 };
+                        if prec > 1 || id > 3 || s.len() < 1 + size {
+                            return Err(err("bad quantization table"));
+                        }
+                        for k in 0..64 {
+                            let q = if prec == 0 {
+                                i64::from(s[1 + k])
+                            } else {
+                                i64::from(u16::from_be_bytes([s[1 + 2 * k], s[2 + 2 * k]]))
+                            };
+                            let nat = NATURAL_ORDER[k];
+                            // jddctmgr: DESCALE(q * aanscale, 14 - 2), rounding.
+                            qt[id][nat] = (q * AAN_SCALES[nat] + (1 << 11)) >> 12;
+                        }
+                        qt_set[id] = true;
+                        s = &s[1 + size..];
+                    }
+                }
+                0xDD => {
+                    if seg.len() < 2 {
+                        return Err(err("bad DRI segment"));
+                    }
+                    restart_interval = usize::from(u16::from_be_bytes([seg[0], seg[1]]));
+                }
+                0xE0 => jfif |= seg.starts_with(b"JFIF\0"),
+                0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => {
+                    adobe_transform = Some(seg[11]);
+                }
+                0xDA => {
+                    if comps.is_empty() {
+                        return Err(err("scan before frame header"));
+                    }
+                    let ns = usize::from(*seg.first().unwrap_or(&0));
+                    if ns == 0 || ns > comps.len() || seg.len() < 1 + 2 * ns + 3 {
+                        return Err(err("bad scan header"));
+                    }
+                    let mut scan = Vec::with_capacity(ns);
+                    for s in seg[1..1 + 2 * ns].chunks_exact(2) {
+                        let Some(k) = comps.iter().position(|c| c.id == s[0]) else {
+                            return Err(err("scan names an unknown component"));
+                        };
+                        let (td, ta) = (usize::from(s[1] >> 4), usize::from(s[1] & 15));
+                        let (Some(Some(d)), Some(Some(a))) = (dc.get(td), ac.get(ta)) else {
+                            return Err(err("scan uses an undefined Huffman table"));
+                        };
+                        if !qt_set[comps[k].tq] {
+                            return Err(err("component uses an undefined quantization table"));
+                        }
+                        scan.push((k, d, a));
+                    }
+                    let end = self.decode_scan(
+                        jpeg,
+                        pos,
+                        &comps,
+                        &scan,
+                        &qt,
+                        (width, height, hmax, vmax),
+                        restart_interval,
+                    )?;
+                    pos = end;
+                    scanned = true;
+                }
+                _ => {}
+            }
+        }
+        if !scanned {
+            return Err(err("no scan before EOI"));
+        }
+        let rgb = comps.len() == 3
+            && match adobe_transform {
+                Some(t) => t == 0,
+                None => !jfif && comps.iter().map(|c| c.id).eq([b'R', b'G', b'B']),
+            };
+        self.convert(&comps, width, height, hmax, vmax, rgb, out);
+        Ok(Outcome::Decoded(height as u32, width as u32))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decode_scan(
+        &mut self,
+        jpeg: &[u8],
+        start: usize,
+        comps: &[Component],
+        scan: &[(usize, &Huffman, &Huffman)],
+        qt: &[[i64; 64]; 4],
+        (width, height, hmax, vmax): (usize, usize, usize, usize),
+        restart_interval: usize,
+    ) -> Result<usize> {
+        let err = |m: &str| corrupt(jpeg.len(), m);
+        let mut bits = Bits::new(jpeg, start);
+        let mut pred = [0i32; 3];
+        let mut coef = [0i16; 64];
+        // MCU grid: interleaved scans use the frame's MCU; a one-component
+        // scan uses single blocks over that component's own size.
+        let (mcux, mcuy) = if scan.len() == 1 {
+            let c = &comps[scan[0].0];
+            (c.dw.div_ceil(8), c.dh.div_ceil(8))
+        } else {
+            (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax))
+        };
+        let mut rst = 0u8;
+        let total = mcux * mcuy;
+        for m in 0..total {
+            if restart_interval > 0 && m > 0 && m % restart_interval == 0 {
+                bits.restart(rst).map_err(err)?;
+                rst = (rst + 1) & 7;
+                pred = [0; 3];
+            }
+            let (mx, my) = (m % mcux, m / mcux);
+            for (si, &(k, dct, act)) in scan.iter().enumerate() {
+                let c = &comps[k];
+                let (bh, bv) = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
+                for by in 0..bv {
+                    for bx in 0..bh {
+                        coef.fill(0);
+                        let t = u32::from(bits.decode(dct).map_err(err)?);
+                        if t > 16 {
+                            return Err(err("bad DC coefficient size"));
+                        }
+                        pred[si] = pred[si].wrapping_add(extend(bits.bits(t), t));
+                        // libjpeg stores coefficients as 16-bit JCOEF.
+                        coef[0] = pred[si] as i16;
+                        let mut z = 1usize;
+                        while z < 64 {
+                            let rs = bits.decode(act).map_err(err)?;
+                            let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+                            if s != 0 {
+                                z += r;
+                                coef[NATURAL_ORDER[z]] = extend(bits.bits(s), s) as i16;
+                            } else if r != 15 {
+                                break;
+                            } else {
+                                z += 15;
+                            }
+                            z += 1;
+                        }
+                        let x0 = (mx * bh + bx) * 8;
+                        let y0 = (my * bv + by) * 8;
+                        if x0 + 8 <= c.pw && y0 + 8 <= c.ph {
+                            let plane = &mut self.planes[k];
+                            idct_ifast(&coef, &qt[c.tq], &mut plane[y0 * c.pw + x0..], c.pw);
+                        }
+                    }
+                }
+            }
+        }
+        if bits.overran() {
+            return Err(err("premature end of entropy-coded data"));
+        }
+        Ok(bits.pos)
+    }
+
+    /// Upsamples chroma as libjpeg-turbo's fancy upsampler and converts to RGB.
+    #[allow(clippy::too_many_arguments)]
+    fn convert(
+        &mut self,
+        comps: &[Component],
+        width: usize,
+        height: usize,
+        hmax: usize,
+        vmax: usize,
+        rgb_direct: bool,
+        out: &mut [u8],
+    ) {
+        let out = &mut out[..width * height * 3];
+        if comps.len() == 1 {
+            let c = &comps[0];
+            for (y, row) in out.chunks_exact_mut(width * 3).enumerate() {
+                let src = &self.planes[0][y * c.pw..y * c.pw + width];
+                for (px, &l) in row.chunks_exact_mut(3).zip(src) {
+                    px.fill(l);
+                }
+            }
+            return;
+        }
+        for (k, c) in comps.iter().enumerate() {
+            let r = &mut self.rows[k];
+            r.clear();
+            r.resize(c.pw * (hmax / c.h) + 2, 0);
+        }
+        let Self { planes, rows } = self;
+        for (y, row) in out.chunks_exact_mut(width * 3).enumerate() {
+            for (k, c) in comps.iter().enumerate() {
+                upsample_row(&planes[k], c, hmax / c.h, vmax / c.v, y, &mut rows[k]);
+            }
+            let (r0, r1, r2) = (&rows[0][..width], &rows[1][..width], &rows[2][..width]);
+            if rgb_direct {
+                for (((px, &a), &b), &c) in row.chunks_exact_mut(3).zip(r0).zip(r1).zip(r2) {
+                    px.copy_from_slice(&[a, b, c]);
+                }
+            } else {
+                for (((px, &yy), &cb), &cr) in row.chunks_exact_mut(3).zip(r0).zip(r1).zip(r2) {
+                    px.copy_from_slice(&ycc_to_rgb(yy, cb, cr));
+                }
+            }
+        }
+    }
+}
+
+/// jdcolor's `ycc_rgb_convert` with its 16-bit fixed-point tables.
+fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
+    const HALF: i32 = 1 << 15;
+    let (y, cb, cr) = (i32::from(y), i32::from(cb) - 128, i32::from(cr) - 128);
+    let r = y + ((91881 * cr + HALF) >> 16);
+    let g = y + ((-22554 * cb + HALF - 46802 * cr) >> 16);
+    let b = y + ((116130 * cb + HALF) >> 16);
+    [r, g, b].map(|v| v.clamp(0, 255) as u8)
+}
+
+/// Produces output row `y` of component `c` upsampled by `(fh, fv)` (each 1
+/// or 2) into `dst`, the way libjpeg-turbo's fancy upsampler does: triangle
+/// filters with its biases, context rows clamped to the component's real
+/// rows, and plain replication when the component is 2 or fewer samples wide.
+fn upsample_row(plane: &[u8], c: &Component, fh: usize, fv: usize, y: usize, dst: &mut [u8]) {
+    let row = |r: usize| &plane[r * c.pw..r * c.pw + c.dw];
+    let iy = (y / fv).min(c.dh - 1);
+    let fancy = c.dw > 2;
+    match (fh, fv) {
+        (1, 1) => dst[..c.dw].copy_from_slice(row(iy)),
+        (2, 1) if fancy => h2v1_fancy(row(iy), dst),
+        (2, 1) => replicate2(row(iy), dst),
+        (1, 2) => {
+            // h1v2 is fancy whenever fancy upsampling is on (no width rule).
+            let (near, bias) = neighbour(y, iy, c.dh);
+            for ((d, &a), &b) in dst.iter_mut().zip(row(iy)).zip(row(near)) {
+                *d = ((u32::from(a) * 3 + u32::from(b) + bias) >> 2) as u8;
+            }
+        }
+        _ if fancy => {
+            let (near, _) = neighbour(y, iy, c.dh);
+            h2v2_fancy(row(iy), row(near), dst);
+        }
+        _ => replicate2(row(iy), dst),
+    }
+}
+
+/// The context row for output row `y` of a 2x vertical upsampling: the row
+/// above for even `y`, below for odd `y`, clamped to the real rows; and the
+/// h1v2 rounding bias (1 above, 2 below).
+fn neighbour(y: usize, iy: usize, dh: usize) -> (usize, u32) {
+    if y.is_multiple_of(2) {
+        (iy.saturating_sub(1), 1)
+    } else {
+        ((iy + 1).min(dh - 1), 2)
+    }
+}
+
+fn replicate2(src: &[u8], dst: &mut [u8]) {
+    for (d, &s) in dst.chunks_exact_mut(2).zip(src) {
+        d.fill(s);
+    }
+}
+
+fn h2v1_fancy(src: &[u8], dst: &mut [u8]) {
+    let n = src.len();
+    let s = |i: usize| u32::from(src[i]);
+    dst[0] = src[0];
+    dst[1] = ((s(0) * 3 + s(1) + 2) >> 2) as u8;
+    for i in 1..n - 1 {
+        let v = s(i) * 3;
+        dst[2 * i] = ((v + s(i - 1) + 1) >> 2) as u8;
+        dst[2 * i + 1] = ((v + s(i + 1) + 2) >> 2) as u8;
+    }
+    dst[2 * n - 2] = ((s(n - 1) * 3 + s(n - 2) + 1) >> 2) as u8;
+    dst[2 * n - 1] = src[n - 1];
+}
+
+fn h2v2_fancy(this: &[u8], near: &[u8], dst: &mut [u8]) {
+    let n = this.len();
+    let col = |i: usize| u32::from(this[i]) * 3 + u32::from(near[i]);
+    // libjpeg-turbo's biases: 8 for the left sample of a pair, 7 for the right.
+    let mut thiscol = col(0);
+    let mut nextcol = col(1);
+    dst[0] = ((thiscol * 4 + 8) >> 4) as u8;
+    dst[1] = ((thiscol * 3 + nextcol + 7) >> 4) as u8;
+    let mut lastcol = thiscol;
+    thiscol = nextcol;
+    for i in 1..n - 1 {
+        nextcol = col(i + 1);
+        dst[2 * i] = ((thiscol * 3 + lastcol + 8) >> 4) as u8;
+        dst[2 * i + 1] = ((thiscol * 3 + nextcol + 7) >> 4) as u8;
+        lastcol = thiscol;
+        thiscol = nextcol;
+    }
+    dst[2 * n - 2] = ((thiscol * 3 + lastcol + 8) >> 4) as u8;
+    dst[2 * n - 1] = ((thiscol * 4 + 7) >> 4) as u8;
+}
