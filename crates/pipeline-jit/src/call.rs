@@ -1,0 +1,128 @@
+//! The crate's unsafe calls, kept together: generated stage functions, native kernels, and
+//! releasing a JIT module's code memory. Each function checks what it can and states the
+//! invariant it relies on.
+
+use cranelift_jit::JITModule;
+
+use crate::jit::{BufDesc, Compiled, JitBuffer};
+use crate::op::{KernelArgs, NativeKernel};
+
+/// The signature of a generated stage (see [`crate::jit`]).
+type StageFn = unsafe extern "C" fn(u64, *const u64, *const i64, *const BufDesc, *mut u64) -> i32;
+
+/// Release a module's code memory.
+pub(crate) fn free_module(module: JITModule) {
+    // SAFETY: callers pass a module whose functions never ran or can no longer run: either
+    // compilation failed (no pointer was handed out) or the owning `Compiled` is being
+    // dropped, which needs exclusive access, so no `run` (which borrows it) is in flight.
+    unsafe { module.free_memory() }
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            free_module(m);
+        }
+    }
+}
+
+/// Run the stage on one chunk of `ids.len()` samples. On a kernel failure returns
+/// `Err((position in chunk, step index, code))`.
+///
+/// Panics if a buffer does not match the stage's layout (a bug in [`crate::exec`]).
+pub(crate) fn run_stage(
+    c: &Compiled,
+    ids: &[u64],
+    rand: &[i64],
+    rand_per_sample: usize,
+    input: &[u8],
+    input_bytes: usize,
+    output: &mut [u8],
+    output_bytes: usize,
+    scratch: &mut [&mut [u8]],
+) -> Result<(), (usize, usize, i32)> {
+    let n = ids.len();
+    assert_eq!(rand.len(), n * rand_per_sample, "random table size");
+    assert!(input.len() >= n * input_bytes, "input chunk size");
+    assert!(output.len() >= n * output_bytes, "output chunk size");
+    let mut scratch_iter = scratch.iter_mut();
+    let mut descs = Vec::with_capacity(c.buffers.len());
+    for b in &c.buffers {
+        descs.push(match *b {
+            JitBuffer::Input => BufDesc {
+                base: input.as_ptr() as *mut u8,
+                stride: input_bytes as u64,
+            },
+            JitBuffer::Output => BufDesc {
+                base: output.as_mut_ptr(),
+                stride: output_bytes as u64,
+            },
+            JitBuffer::Scratch(bytes) => {
+                let s = scratch_iter
+                    .next()
+                    .expect("a scratch buffer per scratch slot");
+                assert!(s.len() >= bytes, "scratch size");
+                BufDesc {
+                    base: s.as_mut_ptr(),
+                    stride: 0,
+                }
+            }
+        });
+    }
+    let mut err = [0u64; 2];
+    // SAFETY: `func` was produced by `jit::compile` with exactly this signature and its
+    // module is alive (owned by `c`). The buffers match the layout the code was generated
+    // for and are as large as it addresses: sample `pos < n` of buffer `i` is
+    // `base + pos * stride` with `stride` bytes (checked above), scratch buffers hold the
+    // declared bytes; the generated code stores only into output and scratch buffers
+    // (never into `input`, which is why casting it to `*mut` is sound) and clamps every
+    // load into its buffer (see the invariant in `jit`).
+    let code = unsafe {
+        let f: StageFn = std::mem::transmute::<*const u8, StageFn>(c.func);
+        f(
+            n as u64,
+            ids.as_ptr(),
+            rand.as_ptr(),
+            descs.as_ptr(),
+            err.as_mut_ptr(),
+        )
+    };
+    if code == 0 {
+        Ok(())
+    } else {
+        Err((err[0] as usize, err[1] as usize, code))
+    }
+}
+
+/// Call a native kernel for one sample.
+pub(crate) fn call_kernel(
+    k: &NativeKernel,
+    sample: u64,
+    seed: u64,
+    input: &[u8],
+    output: &mut [u8],
+    scratch: &mut [u8],
+) -> i32 {
+    let args = KernelArgs {
+        context: k.context_ptr(),
+        sample,
+        seed,
+        input: input.as_ptr(),
+        input_len: input.len(),
+        output: output.as_mut_ptr(),
+        output_len: output.len(),
+        scratch: scratch.as_mut_ptr(),
+        scratch_len: scratch.len(),
+    };
+    // SAFETY: the arguments satisfy `KernelFn`'s contract: every pointer comes from a live
+    // slice of the stated length, input and output are distinct buffers, and this thread
+    // holds the only mutable borrows of output and scratch for the call.
+    unsafe { (k.kernel)(&args) }
+}
+
+// SAFETY: after `finalize_definitions`, the module is only touched again by `Drop`, which
+// has exclusive access; `func` points to immutable, finalized code that any thread may
+// call concurrently (the generated code keeps no state of its own).
+unsafe impl Send for Compiled {}
+// SAFETY: as above; shared access only ever calls `func`.
+unsafe impl Sync for Compiled {}

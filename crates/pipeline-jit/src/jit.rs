@@ -1,0 +1,1060 @@
+//! The code generator: one Cranelift function per pipeline stage.
+//!
+//! The stage function has the C signature
+//! `fn(n: u64, ids: *const u64, rand: *const i64, bufs: *const BufDesc, err: *mut u64) -> i32`
+//! and loops over the `n` samples of a chunk. For each sample it calls native kernels
+//! (imported symbols registered with the `JITBuilder`) and evaluates each fused segment as
+//! one loop nest over the segment's output shape, with shapes, strides, tables and
+//! parameters as constants: the innermost axis (and tiny outer axes, such as channels) are
+//! unrolled so that coordinates, table rows and address offsets are compile-time constants;
+//! per-sample uniform conditions (a flip decision) are hoisted out of the nest by emitting
+//! one version of the nest per outcome; the remaining selects are branch-free.
+//!
+//! Memory-safety invariant (why the generated code cannot read or write out of bounds):
+//! every load coordinate and table index is clamped into its shape (statically, when range
+//! analysis proves it already is), every store goes to coordinates of the loop nest over
+//! the output shape, and [`crate::exec`] checks every buffer against the plan's sizes before
+//! calling the function.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{
+    AbiParam, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value, types,
+};
+use cranelift_codegen::ir::{Block, UserFuncName};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+
+use crate::error::{Error, Result};
+use crate::ir::{BinOp, CmpOp, Cond, Expr, Index};
+use crate::op::Lowered;
+use crate::plan::{Plan, Segment};
+use crate::state::DType;
+
+/// Most uniform conditions hoisted per fused segment (2^N versions of the nest).
+const MAX_VERSIONED_CONDS: usize = 2;
+/// Budget of unrolled (elements × expression nodes) per nest body.
+const UNROLL_BUDGET: usize = 16 * 1024;
+
+/// Where the stage finds buffer `i` of sample `pos`: `base + pos * stride`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BufDesc {
+    pub base: *mut u8,
+    pub stride: u64,
+}
+
+/// A buffer of the stage, in the order of the `bufs` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JitBuffer {
+    /// The caller's input batch (stride = input bytes).
+    Input,
+    /// The caller's output batch (stride = output bytes).
+    Output,
+    /// Per-worker space of this many bytes, reused for every sample (stride 0).
+    Scratch(usize),
+}
+
+/// A compiled stage: the JIT module that owns the code, and what the code points into.
+pub(crate) struct Compiled {
+    pub module: Option<JITModule>,
+    pub func: *const u8,
+    pub buffers: Vec<JitBuffer>,
+    pub compile_time: Duration,
+    /// Tables the code reads through embedded addresses; kept alive with the code.
+    _tables: Vec<Box<[u8]>>,
+}
+
+fn cg(e: impl std::fmt::Display) -> Error {
+    Error::Codegen(e.to_string())
+}
+
+fn clif(t: DType) -> Type {
+    match t {
+        DType::U8 => types::I8,
+        DType::I32 => types::I32,
+        DType::I64 => types::I64,
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+    }
+}
+
+fn table_bytes(t: DType, bits: &[u64]) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(bits.len() * t.size());
+    for &b in bits {
+        v.extend_from_slice(&b.to_ne_bytes()[..t.size()]);
+    }
+    v.into_boxed_slice()
+}
+
+/// Compile the plan into one stage function.
+pub(crate) fn compile(plan: &Plan) -> Result<Compiled> {
+    let t0 = Instant::now();
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    let mut jb = JITBuilder::with_flags(
+        &[("opt_level", "speed"), ("enable_verifier", verify)],
+        default_libcall_names(),
+    )
+    .map_err(cg)?;
+    for (si, step) in plan.steps().iter().enumerate() {
+        if let Lowered::Native(k) = &step.lowered {
+            jb.symbol(format!("pjit_kernel_{si}"), k.kernel as *const u8);
+        }
+    }
+    let mut module = JITModule::new(jb);
+    match build(plan, &mut module) {
+        Ok((func, buffers, tables)) => {
+            let compile_time = t0.elapsed();
+            tracing::debug!(
+                ?compile_time,
+                segments = plan.segments().len(),
+                "compiled pipeline stage"
+            );
+            Ok(Compiled {
+                module: Some(module),
+                func,
+                buffers,
+                compile_time,
+                _tables: tables,
+            })
+        }
+        Err(e) => {
+            crate::call::free_module(module);
+            Err(e)
+        }
+    }
+}
+
+type Built = (*const u8, Vec<JitBuffer>, Vec<Box<[u8]>>);
+
+fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
+    let for_i32 = |bytes: usize| bytes < i32::MAX as usize / 2;
+    if !plan
+        .steps()
+        .iter()
+        .all(|s| for_i32(s.input.bytes().unwrap_or(usize::MAX)) && for_i32(plan.output_bytes()))
+    {
+        return Err(Error::Codegen(
+            "a sample of 1 GiB or more is beyond the JIT; use the interpreter".into(),
+        ));
+    }
+    let ptr = module.target_config().pointer_type();
+    let mut kernel_sig = module.make_signature();
+    kernel_sig.params.push(AbiParam::new(ptr));
+    kernel_sig.returns.push(AbiParam::new(types::I32));
+    let mut kernels = HashMap::new();
+    for (si, step) in plan.steps().iter().enumerate() {
+        if let Lowered::Native(_) = &step.lowered {
+            let id = module
+                .declare_function(&format!("pjit_kernel_{si}"), Linkage::Import, &kernel_sig)
+                .map_err(cg)?;
+            kernels.insert(si, id);
+        }
+    }
+
+    // Buffers: input, output, then one scratch per non-final segment and per kernel scratch.
+    let mut buffers = vec![JitBuffer::Input, JitBuffer::Output];
+    let segs = plan.segments();
+    let mut seg_out = Vec::new();
+    let mut kernel_scratch = HashMap::new();
+    for (i, s) in segs.iter().enumerate() {
+        let last_step = match s {
+            Segment::Native(si) => *si,
+            Segment::Fused { steps, .. } => steps.end - 1,
+        };
+        if i + 1 == segs.len() {
+            seg_out.push(1);
+        } else {
+            let bytes = plan.steps()[last_step].lowered.output().bytes()?;
+            seg_out.push(buffers.len());
+            buffers.push(JitBuffer::Scratch(bytes));
+        }
+        if let Segment::Native(si) = s
+            && let Lowered::Native(k) = &plan.steps()[*si].lowered
+            && k.scratch_bytes > 0
+        {
+            kernel_scratch.insert(*si, buffers.len());
+            buffers.push(JitBuffer::Scratch(k.scratch_bytes));
+        }
+    }
+
+    let mut sig = module.make_signature();
+    for _ in 0..5 {
+        sig.params.push(AbiParam::new(types::I64));
+    }
+    sig.returns.push(AbiParam::new(types::I32));
+    let fid = module
+        .declare_function("pjit_stage", Linkage::Local, &sig)
+        .map_err(cg)?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, fid.as_u32());
+    let mut fctx = FunctionBuilderContext::new();
+    let mut tables = Vec::new();
+    let frontend = module.target_config();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let kernel_refs: HashMap<usize, _> = kernels
+            .iter()
+            .map(|(&si, &id)| (si, module.declare_func_in_func(id, b.func)))
+            .collect();
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (n, ids, rand, bufs, err) = (p[0], p[1], p[2], p[3], p[4]);
+        let flags = MemFlagsData::new().with_notrap();
+        let mut descs = Vec::new();
+        for i in 0..buffers.len() {
+            let base = b.ins().load(types::I64, flags, bufs, (i * 16) as i32);
+            let stride = b.ins().load(types::I64, flags, bufs, (i * 16 + 8) as i32);
+            descs.push((base, stride));
+        }
+        let head = b.create_block();
+        let pos0 = b.block_params(head).len();
+        debug_assert_eq!(pos0, 0);
+        b.append_block_param(head, types::I64);
+        let body = b.create_block();
+        let done = b.create_block();
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().jump(head, &[zero.into()]);
+
+        b.switch_to_block(head);
+        let pos = b.block_params(head)[0];
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, pos, n);
+        b.ins().brif(more, body, &[], done, &[]);
+
+        b.switch_to_block(body);
+        let id_addr = b.ins().ishl_imm_s(pos, 3);
+        let id_addr = b.ins().iadd(ids, id_addr);
+        let sample = b.ins().load(types::I64, flags, id_addr, 0);
+        let slots = plan.rand_slots().len() as i64;
+        let row = b.ins().imul_imm_s(pos, slots * 8);
+        let rand_row = b.ins().iadd(rand, row);
+        let ptrs: Vec<Value> = descs
+            .iter()
+            .map(|&(base, stride)| {
+                let off = b.ins().imul(pos, stride);
+                b.ins().iadd(base, off)
+            })
+            .collect();
+
+        let mut g = Gen {
+            b,
+            tables: &mut tables,
+            table_ids: HashMap::new(),
+            ptr,
+        };
+        let mut input_buf = 0usize;
+        for (i, s) in segs.iter().enumerate() {
+            let in_ptr = ptrs[input_buf];
+            let out_ptr = ptrs[seg_out[i]];
+            match s {
+                Segment::Native(si) => {
+                    let step = &plan.steps()[*si];
+                    let Lowered::Native(k) = &step.lowered else {
+                        unreachable!("segment of a native step")
+                    };
+                    let scratch = kernel_scratch.get(si).map(|&bi| ptrs[bi]);
+                    let seed =
+                        g.b.ins()
+                            .load(types::I64, flags, rand_row, (step.rand_offset * 8) as i32);
+                    let call = NativeCall {
+                        func: kernel_refs[si],
+                        context: k.context_ptr() as i64,
+                        sample,
+                        seed,
+                        input: in_ptr,
+                        input_len: step.input.bytes()? as i64,
+                        output: out_ptr,
+                        output_len: k.output.bytes()? as i64,
+                        scratch,
+                        scratch_len: k.scratch_bytes as i64,
+                    };
+                    let ret = g.native_call(&call);
+                    let fail = g.b.create_block();
+                    let cont = g.b.create_block();
+                    g.b.ins().brif(ret, fail, &[], cont, &[]);
+                    g.b.switch_to_block(fail);
+                    g.b.ins().store(flags, pos, err, 0);
+                    let step_no = g.b.ins().iconst(types::I64, *si as i64);
+                    g.b.ins().store(flags, step_no, err, 8);
+                    g.b.ins().return_(&[ret]);
+                    g.b.switch_to_block(cont);
+                }
+                Segment::Fused { steps, expr } => {
+                    let first = &plan.steps()[steps.start];
+                    let last = &plan.steps()[steps.end - 1];
+                    let used = rand_used(expr);
+                    let mut rand_vals = HashMap::new();
+                    for k in used {
+                        let v = g.b.ins().load(types::I64, flags, rand_row, (k * 8) as i32);
+                        rand_vals.insert(k, v);
+                    }
+                    let ranges: Vec<(i64, i64)> =
+                        plan.rand_slots().iter().map(|r| r.range()).collect();
+                    let seg = FusedSeg {
+                        expr,
+                        in_ptr,
+                        in_shape: &first.input.shape,
+                        in_dtype: first.input.dtype,
+                        in_readonly: input_buf == 0,
+                        out_ptr,
+                        out_shape: &last.lowered.output().shape,
+                        out_dtype: last.lowered.output().dtype,
+                        rand: &rand_vals,
+                        rand_range: &ranges,
+                    };
+                    g.fused(&seg);
+                }
+            }
+            input_buf = seg_out[i];
+        }
+        let next = g.b.ins().iadd_imm_s(pos, 1);
+        g.b.ins().jump(head, &[next.into()]);
+        g.b.switch_to_block(done);
+        let ok = g.b.ins().iconst(types::I32, 0);
+        g.b.ins().return_(&[ok]);
+        g.b.seal_all_blocks();
+        g.b.finalize(frontend);
+    }
+    module
+        .define_function(fid, &mut ctx)
+        .map_err(|e| cg(format!("{e:?}")))?;
+    module.clear_context(&mut ctx);
+    module.finalize_definitions().map_err(cg)?;
+    Ok((module.get_finalized_function(fid), buffers, tables))
+}
+
+fn rand_used(e: &Expr) -> Vec<usize> {
+    fn ex(e: &Expr, out: &mut Vec<usize>) {
+        match e {
+            Expr::Input(c) => c.iter().for_each(|i| ix(i, out)),
+            Expr::Const(..) => {}
+            Expr::Table(_, _, i) | Expr::FromIndex(_, i) => ix(i, out),
+            Expr::Cast(_, a) => ex(a, out),
+            Expr::Bin(_, a, b) => {
+                ex(a, out);
+                ex(b, out)
+            }
+            Expr::Select(c, a, b) => {
+                co(c, out);
+                ex(a, out);
+                ex(b, out)
+            }
+        }
+    }
+    fn ix(i: &Index, out: &mut Vec<usize>) {
+        match i {
+            Index::Rand(k) => out.push(*k),
+            Index::Coord(_) | Index::Const(_) => {}
+            Index::Value(e) => ex(e, out),
+            Index::Add(a, b) | Index::Sub(a, b) | Index::Mul(a, b) => {
+                ix(a, out);
+                ix(b, out)
+            }
+            Index::Select(c, a, b) => {
+                co(c, out);
+                ix(a, out);
+                ix(b, out)
+            }
+            Index::Clamp(a, _, _) => ix(a, out),
+        }
+    }
+    fn co(c: &Cond, out: &mut Vec<usize>) {
+        match c {
+            Cond::Const(_) => {}
+            Cond::Cmp(_, a, b) => {
+                ix(a, out);
+                ix(b, out)
+            }
+            Cond::And(a, b) | Cond::Or(a, b) => {
+                co(a, out);
+                co(b, out)
+            }
+            Cond::Not(a) => co(a, out),
+        }
+    }
+    let mut out = Vec::new();
+    ex(e, &mut out);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether a condition depends only on random parameters and constants (not on coordinates
+/// or loaded values): such a condition is the same for every element of a sample.
+fn uniform_cond(c: &Cond) -> bool {
+    fn ix(i: &Index) -> bool {
+        match i {
+            Index::Rand(_) | Index::Const(_) => true,
+            Index::Coord(_) | Index::Value(_) => false,
+            Index::Add(a, b) | Index::Sub(a, b) | Index::Mul(a, b) => ix(a) && ix(b),
+            Index::Select(c, a, b) => uniform_cond(c) && ix(a) && ix(b),
+            Index::Clamp(a, _, _) => ix(a),
+        }
+    }
+    match c {
+        Cond::Const(_) => true,
+        Cond::Cmp(_, a, b) => ix(a) && ix(b),
+        Cond::And(a, b) | Cond::Or(a, b) => uniform_cond(a) && uniform_cond(b),
+        Cond::Not(a) => uniform_cond(a),
+    }
+}
+
+/// Collect the distinct non-constant uniform conditions of selects.
+fn uniform_conds(e: &Expr, out: &mut Vec<Cond>) {
+    fn add(c: &Cond, out: &mut Vec<Cond>) {
+        if !matches!(c, Cond::Const(_)) && uniform_cond(c) && !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    fn ix(i: &Index, out: &mut Vec<Cond>) {
+        match i {
+            Index::Value(e) => uniform_conds(e, out),
+            Index::Add(a, b) | Index::Sub(a, b) | Index::Mul(a, b) => {
+                ix(a, out);
+                ix(b, out)
+            }
+            Index::Select(c, a, b) => {
+                add(c, out);
+                ix(a, out);
+                ix(b, out)
+            }
+            Index::Clamp(a, _, _) => ix(a, out),
+            Index::Rand(_) | Index::Coord(_) | Index::Const(_) => {}
+        }
+    }
+    match e {
+        Expr::Input(c) => c.iter().for_each(|i| ix(i, out)),
+        Expr::Const(..) => {}
+        Expr::Table(_, _, i) | Expr::FromIndex(_, i) => ix(i, out),
+        Expr::Cast(_, a) => uniform_conds(a, out),
+        Expr::Bin(_, a, b) => {
+            uniform_conds(a, out);
+            uniform_conds(b, out)
+        }
+        Expr::Select(c, a, b) => {
+            add(c, out);
+            uniform_conds(a, out);
+            uniform_conds(b, out)
+        }
+    }
+}
+
+/// Replace every occurrence of `c` by the constant `v`.
+fn specialise(e: &Expr, c: &Cond, v: bool) -> Expr {
+    fn co(x: &Cond, c: &Cond, v: bool) -> Cond {
+        if x == c {
+            return Cond::Const(v);
+        }
+        match x {
+            Cond::Const(_) => x.clone(),
+            Cond::Cmp(op, a, b) => Cond::Cmp(*op, Box::new(ix(a, c, v)), Box::new(ix(b, c, v))),
+            Cond::And(a, b) => Cond::And(Box::new(co(a, c, v)), Box::new(co(b, c, v))),
+            Cond::Or(a, b) => Cond::Or(Box::new(co(a, c, v)), Box::new(co(b, c, v))),
+            Cond::Not(a) => Cond::Not(Box::new(co(a, c, v))),
+        }
+    }
+    fn ix(i: &Index, c: &Cond, v: bool) -> Index {
+        match i {
+            Index::Value(e) => Index::Value(Box::new(specialise(e, c, v))),
+            Index::Add(a, b) => Index::Add(Box::new(ix(a, c, v)), Box::new(ix(b, c, v))),
+            Index::Sub(a, b) => Index::Sub(Box::new(ix(a, c, v)), Box::new(ix(b, c, v))),
+            Index::Mul(a, b) => Index::Mul(Box::new(ix(a, c, v)), Box::new(ix(b, c, v))),
+            Index::Select(x, a, b) => Index::Select(
+                Box::new(co(x, c, v)),
+                Box::new(ix(a, c, v)),
+                Box::new(ix(b, c, v)),
+            ),
+            Index::Clamp(a, lo, hi) => Index::Clamp(Box::new(ix(a, c, v)), *lo, *hi),
+            Index::Rand(_) | Index::Coord(_) | Index::Const(_) => i.clone(),
+        }
+    }
+    match e {
+        Expr::Input(cs) => Expr::Input(cs.iter().map(|i| ix(i, c, v)).collect()),
+        Expr::Const(..) => e.clone(),
+        Expr::Table(t, tb, i) => Expr::Table(*t, tb.clone(), Box::new(ix(i, c, v))),
+        Expr::FromIndex(t, i) => Expr::FromIndex(*t, Box::new(ix(i, c, v))),
+        Expr::Cast(t, a) => Expr::Cast(*t, Box::new(specialise(a, c, v))),
+        Expr::Bin(op, a, b) => Expr::Bin(
+            *op,
+            Box::new(specialise(a, c, v)),
+            Box::new(specialise(b, c, v)),
+        ),
+        Expr::Select(x, a, b) => Expr::Select(
+            Box::new(co(x, c, v)),
+            Box::new(specialise(a, c, v)),
+            Box::new(specialise(b, c, v)),
+        ),
+    }
+}
+
+struct NativeCall {
+    func: cranelift_codegen::ir::FuncRef,
+    context: i64,
+    sample: Value,
+    seed: Value,
+    input: Value,
+    input_len: i64,
+    output: Value,
+    output_len: i64,
+    scratch: Option<Value>,
+    scratch_len: i64,
+}
+
+struct FusedSeg<'s> {
+    expr: &'s Expr,
+    in_ptr: Value,
+    in_shape: &'s [usize],
+    in_dtype: DType,
+    in_readonly: bool,
+    out_ptr: Value,
+    out_shape: &'s [usize],
+    out_dtype: DType,
+    rand: &'s HashMap<usize, Value>,
+    rand_range: &'s [(i64, i64)],
+}
+
+/// An index value during emission: a constant, or a runtime value plus a constant offset
+/// (kept apart so that offsets end up in load/store immediates).
+#[derive(Clone, Copy)]
+enum IV {
+    C(i64),
+    V(Value, i64),
+}
+
+/// A condition during emission.
+#[derive(Clone, Copy)]
+enum CV {
+    C(bool),
+    V(Value),
+}
+
+/// Per-element emission context.
+struct Elem<'s> {
+    seg: &'s FusedSeg<'s>,
+    coords: Vec<IV>,
+    coord_range: Vec<(i64, i64)>,
+}
+
+struct Gen<'a, 't> {
+    b: FunctionBuilder<'a>,
+    tables: &'t mut Vec<Box<[u8]>>,
+    table_ids: HashMap<(usize, DType), usize>,
+    ptr: Type,
+}
+
+type Range = Option<(i64, i64)>;
+
+impl Gen<'_, '_> {
+    fn native_call(&mut self, c: &NativeCall) -> Value {
+        let slot =
+            self.b
+                .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 72, 3));
+        let konst = |g: &mut Self, v: i64| g.b.ins().iconst(types::I64, v);
+        let zero = konst(self, 0);
+        let fields = [
+            konst(self, c.context),
+            c.sample,
+            c.seed,
+            c.input,
+            konst(self, c.input_len),
+            c.output,
+            konst(self, c.output_len),
+            c.scratch.unwrap_or(zero),
+            konst(self, c.scratch_len),
+        ];
+        for (i, v) in fields.into_iter().enumerate() {
+            self.b.ins().stack_store(self.ptr, v, slot, (i * 8) as i32);
+        }
+        let addr = self.b.ins().stack_addr(self.ptr, slot, 0);
+        let call = self.b.ins().call(c.func, &[addr]);
+        self.b.inst_results(call)[0]
+    }
+
+    fn fused(&mut self, seg: &FusedSeg<'_>) {
+        let mut conds = Vec::new();
+        uniform_conds(seg.expr, &mut conds);
+        conds.truncate(MAX_VERSIONED_CONDS);
+        let join = self.b.create_block();
+        self.versions(seg, seg.expr.clone(), &conds, join);
+        self.b.switch_to_block(join);
+    }
+
+    /// Emit one nest per outcome of the hoisted conditions, branching on them once per sample.
+    fn versions(&mut self, seg: &FusedSeg<'_>, expr: Expr, conds: &[Cond], join: Block) {
+        let Some((c, rest)) = conds.split_first() else {
+            let s = FusedSeg {
+                expr: &expr,
+                ..*seg
+            };
+            self.nest(&s);
+            self.b.ins().jump(join, &[]);
+            return;
+        };
+        let el = Elem {
+            seg,
+            coords: vec![],
+            coord_range: vec![],
+        };
+        match self.cond(&el, c) {
+            CV::C(v) => self.versions(seg, specialise(&expr, c, v), rest, join),
+            CV::V(v) => {
+                let (yes, no) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(v, yes, &[], no, &[]);
+                self.b.switch_to_block(yes);
+                self.versions(seg, specialise(&expr, c, true), rest, join);
+                self.b.switch_to_block(no);
+                self.versions(seg, specialise(&expr, c, false), rest, join);
+            }
+        }
+    }
+
+    fn nest(&mut self, seg: &FusedSeg<'_>) {
+        let shape = seg.out_shape;
+        let rank = shape.len();
+        let total: usize = shape.iter().product();
+        if total == 0 {
+            return;
+        }
+        let size = seg.expr.size().max(1);
+        let mut unrolled = vec![false; rank];
+        if total * size <= UNROLL_BUDGET {
+            unrolled.iter_mut().for_each(|u| *u = true);
+        } else if rank > 0 {
+            let mut prod = 1;
+            if shape[rank - 1] * size <= UNROLL_BUDGET {
+                unrolled[rank - 1] = true;
+                prod = shape[rank - 1];
+            }
+            for ax in (0..rank.saturating_sub(1)).rev() {
+                if shape[ax] <= 4 && prod * shape[ax] * size <= UNROLL_BUDGET {
+                    unrolled[ax] = true;
+                    prod *= shape[ax];
+                }
+            }
+        }
+        let mut strides = vec![1i64; rank];
+        for ax in (0..rank.saturating_sub(1)).rev() {
+            strides[ax] = strides[ax + 1] * shape[ax + 1] as i64;
+        }
+        let loops: Vec<usize> = (0..rank).filter(|&a| !unrolled[a]).collect();
+        let mut coords = vec![IV::C(0); rank];
+        self.loops(seg, &loops, &unrolled, &strides, &mut coords);
+    }
+
+    fn loops(
+        &mut self,
+        seg: &FusedSeg<'_>,
+        loops: &[usize],
+        unrolled: &[bool],
+        strides: &[i64],
+        coords: &mut Vec<IV>,
+    ) {
+        let Some((&ax, rest)) = loops.split_first() else {
+            self.body(seg, unrolled, strides, coords);
+            return;
+        };
+        let head = self.b.create_block();
+        let i = self.b.append_block_param(head, types::I64);
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.ins().jump(head, &[zero.into()]);
+        self.b.switch_to_block(head);
+        let more = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, i, seg.out_shape[ax] as i64);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        coords[ax] = IV::V(i, 0);
+        self.loops(seg, rest, unrolled, strides, coords);
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.ins().jump(head, &[next.into()]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// The unrolled elements of one innermost loop iteration.
+    fn body(&mut self, seg: &FusedSeg<'_>, unrolled: &[bool], strides: &[i64], coords: &[IV]) {
+        let shape = seg.out_shape;
+        let rank = shape.len();
+        // Runtime part of the output offset (loop coordinates).
+        let mut rt: Option<Value> = None;
+        for ax in 0..rank {
+            if let IV::V(v, _) = coords[ax] {
+                let t = self
+                    .b
+                    .ins()
+                    .imul_imm_s(v, strides[ax] * seg.out_dtype.size() as i64);
+                rt = Some(match rt {
+                    Some(r) => self.b.ins().iadd(r, t),
+                    None => t,
+                });
+            }
+        }
+        let base = match rt {
+            Some(r) => self.b.ins().iadd(seg.out_ptr, r),
+            None => seg.out_ptr,
+        };
+        let un_axes: Vec<usize> = (0..rank).filter(|&a| unrolled[a]).collect();
+        let count: usize = un_axes.iter().map(|&a| shape[a]).product();
+        let mut el = Elem {
+            seg,
+            coords: coords.to_vec(),
+            coord_range: (0..rank)
+                .map(|a| {
+                    if unrolled[a] {
+                        (0, 0)
+                    } else {
+                        (0, shape[a] as i64 - 1)
+                    }
+                })
+                .collect(),
+        };
+        for k in 0..count {
+            // Row-major enumeration of the unrolled axes.
+            let mut rem = k;
+            let mut konst = 0i64;
+            for &a in un_axes.iter().rev() {
+                let c = (rem % shape[a]) as i64;
+                rem /= shape[a];
+                el.coords[a] = IV::C(c);
+                el.coord_range[a] = (c, c);
+                konst += c * strides[a];
+            }
+            let (v, _) = self.expr(&el, seg.expr);
+            let off = konst * seg.out_dtype.size() as i64;
+            self.b
+                .ins()
+                .store(MemFlagsData::new().with_notrap(), v, base, off as i32);
+        }
+    }
+
+    fn konst(&mut self, t: DType, bits: u64) -> Value {
+        match t {
+            DType::U8 => self.b.ins().iconst(types::I8, (bits & 0xff) as i64),
+            DType::I32 => self.b.ins().iconst(types::I32, i64::from(bits as u32)),
+            DType::I64 => self.b.ins().iconst(types::I64, bits as i64),
+            DType::F32 => self.b.ins().f32const(Ieee32::with_bits(bits as u32)),
+            DType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
+        }
+    }
+
+    fn mat(&mut self, iv: IV) -> Value {
+        match iv {
+            IV::C(c) => self.b.ins().iconst(types::I64, c),
+            IV::V(v, 0) => v,
+            IV::V(v, k) => self.b.ins().iadd_imm_s(v, k),
+        }
+    }
+
+    fn range(&self, el: &Elem<'_>, i: &Index) -> Range {
+        match i {
+            Index::Coord(k) => Some(el.coord_range[*k]),
+            Index::Const(c) => Some((*c, *c)),
+            Index::Rand(k) => Some(el.seg.rand_range[*k]),
+            Index::Value(e) => match e.dtype(el.seg.in_dtype).ok()? {
+                DType::U8 => Some((0, 255)),
+                DType::I32 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
+                _ => None,
+            },
+            Index::Add(a, b) => {
+                let ((al, ah), (bl, bh)) = (self.range(el, a)?, self.range(el, b)?);
+                Some((al.checked_add(bl)?, ah.checked_add(bh)?))
+            }
+            Index::Sub(a, b) => {
+                let ((al, ah), (bl, bh)) = (self.range(el, a)?, self.range(el, b)?);
+                Some((al.checked_sub(bh)?, ah.checked_sub(bl)?))
+            }
+            Index::Mul(a, b) => {
+                let ((al, ah), (bl, bh)) = (self.range(el, a)?, self.range(el, b)?);
+                let p = [
+                    al.checked_mul(bl)?,
+                    al.checked_mul(bh)?,
+                    ah.checked_mul(bl)?,
+                    ah.checked_mul(bh)?,
+                ];
+                Some((*p.iter().min()?, *p.iter().max()?))
+            }
+            Index::Select(c, a, b) => match **c {
+                Cond::Const(true) => self.range(el, a),
+                Cond::Const(false) => self.range(el, b),
+                _ => {
+                    let ((al, ah), (bl, bh)) = (self.range(el, a)?, self.range(el, b)?);
+                    Some((al.min(bl), ah.max(bh)))
+                }
+            },
+            Index::Clamp(a, lo, hi) => match self.range(el, a) {
+                Some((l, h)) => Some((l.clamp(*lo, *hi), h.clamp(*lo, *hi))),
+                None => Some((*lo, *hi)),
+            },
+        }
+    }
+
+    /// `i` clamped into `[lo, hi]`, statically when its range allows.
+    fn clamped(&mut self, el: &Elem<'_>, i: &Index, lo: i64, hi: i64) -> IV {
+        let v = self.index(el, i);
+        match v {
+            IV::C(c) => IV::C(c.clamp(lo, hi)),
+            IV::V(..) => {
+                if let Some((l, h)) = self.range(el, i)
+                    && l >= lo
+                    && h <= hi
+                {
+                    return v;
+                }
+                let x = self.mat(v);
+                let lo_v = self.b.ins().iconst(types::I64, lo);
+                let hi_v = self.b.ins().iconst(types::I64, hi);
+                let x = self.b.ins().smax(x, lo_v);
+                IV::V(self.b.ins().smin(x, hi_v), 0)
+            }
+        }
+    }
+
+    fn index(&mut self, el: &Elem<'_>, i: &Index) -> IV {
+        match i {
+            Index::Coord(k) => el.coords[*k],
+            Index::Const(c) => IV::C(*c),
+            Index::Rand(k) => IV::V(el.seg.rand[k], 0),
+            Index::Value(e) => {
+                let (v, t) = self.expr(el, e);
+                let w = match t {
+                    DType::U8 => self.b.ins().uextend(types::I64, v),
+                    DType::I32 => self.b.ins().sextend(types::I64, v),
+                    _ => v,
+                };
+                IV::V(w, 0)
+            }
+            Index::Add(a, b) => match (self.index(el, a), self.index(el, b)) {
+                (IV::C(x), IV::C(y)) => IV::C(x.wrapping_add(y)),
+                (IV::V(v, k), IV::C(c)) | (IV::C(c), IV::V(v, k)) => IV::V(v, k.wrapping_add(c)),
+                (IV::V(v, k), IV::V(w, l)) => IV::V(self.b.ins().iadd(v, w), k.wrapping_add(l)),
+            },
+            Index::Sub(a, b) => match (self.index(el, a), self.index(el, b)) {
+                (IV::C(x), IV::C(y)) => IV::C(x.wrapping_sub(y)),
+                (IV::V(v, k), IV::C(c)) => IV::V(v, k.wrapping_sub(c)),
+                (IV::C(c), IV::V(w, l)) => IV::V(self.b.ins().ineg(w), c.wrapping_sub(l)),
+                (IV::V(v, k), IV::V(w, l)) => IV::V(self.b.ins().isub(v, w), k.wrapping_sub(l)),
+            },
+            Index::Mul(a, b) => match (self.index(el, a), self.index(el, b)) {
+                (IV::C(x), IV::C(y)) => IV::C(x.wrapping_mul(y)),
+                (IV::V(v, k), IV::C(c)) | (IV::C(c), IV::V(v, k)) => {
+                    IV::V(self.b.ins().imul_imm_s(v, c), k.wrapping_mul(c))
+                }
+                (x, y) => {
+                    let (x, y) = (self.mat(x), self.mat(y));
+                    IV::V(self.b.ins().imul(x, y), 0)
+                }
+            },
+            Index::Select(c, a, b) => match self.cond(el, c) {
+                CV::C(true) => self.index(el, a),
+                CV::C(false) => self.index(el, b),
+                CV::V(cv) => {
+                    let (x, y) = (self.index(el, a), self.index(el, b));
+                    let (x, y) = (self.mat(x), self.mat(y));
+                    IV::V(self.b.ins().select(cv, x, y), 0)
+                }
+            },
+            Index::Clamp(a, lo, hi) => self.clamped(el, a, *lo, *hi),
+        }
+    }
+
+    fn cond(&mut self, el: &Elem<'_>, c: &Cond) -> CV {
+        match c {
+            Cond::Const(b) => CV::C(*b),
+            Cond::Cmp(op, a, b) => {
+                let (x, y) = (self.index(el, a), self.index(el, b));
+                if let (IV::C(x), IV::C(y)) = (x, y) {
+                    return CV::C(match op {
+                        CmpOp::Eq => x == y,
+                        CmpOp::Ne => x != y,
+                        CmpOp::Lt => x < y,
+                        CmpOp::Le => x <= y,
+                        CmpOp::Gt => x > y,
+                        CmpOp::Ge => x >= y,
+                    });
+                }
+                let cc = match op {
+                    CmpOp::Eq => IntCC::Equal,
+                    CmpOp::Ne => IntCC::NotEqual,
+                    CmpOp::Lt => IntCC::SignedLessThan,
+                    CmpOp::Le => IntCC::SignedLessThanOrEqual,
+                    CmpOp::Gt => IntCC::SignedGreaterThan,
+                    CmpOp::Ge => IntCC::SignedGreaterThanOrEqual,
+                };
+                let (x, y) = (self.mat(x), self.mat(y));
+                CV::V(self.b.ins().icmp(cc, x, y))
+            }
+            Cond::And(a, b) => match (self.cond(el, a), self.cond(el, b)) {
+                (CV::C(false), _) | (_, CV::C(false)) => CV::C(false),
+                (CV::C(true), x) | (x, CV::C(true)) => x,
+                (CV::V(x), CV::V(y)) => CV::V(self.b.ins().band(x, y)),
+            },
+            Cond::Or(a, b) => match (self.cond(el, a), self.cond(el, b)) {
+                (CV::C(true), _) | (_, CV::C(true)) => CV::C(true),
+                (CV::C(false), x) | (x, CV::C(false)) => x,
+                (CV::V(x), CV::V(y)) => CV::V(self.b.ins().bor(x, y)),
+            },
+            Cond::Not(a) => match self.cond(el, a) {
+                CV::C(b) => CV::C(!b),
+                CV::V(x) => CV::V(self.b.ins().bxor_imm_s(x, 1)),
+            },
+        }
+    }
+
+    fn table(&mut self, t: DType, bits: &std::sync::Arc<[u64]>) -> i64 {
+        let key = (bits.as_ptr() as usize, t);
+        let idx = *self.table_ids.entry(key).or_insert_with(|| {
+            self.tables.push(table_bytes(t, bits));
+            self.tables.len() - 1
+        });
+        self.tables[idx].as_ptr() as i64
+    }
+
+    fn expr(&mut self, el: &Elem<'_>, e: &Expr) -> (Value, DType) {
+        match e {
+            Expr::Input(cs) => {
+                let seg = el.seg;
+                let size = seg.in_dtype.size() as i64;
+                let mut konst = 0i64;
+                let mut rt: Option<Value> = None;
+                let mut stride = 1i64;
+                for (c, &d) in cs.iter().zip(seg.in_shape).rev() {
+                    match self.clamped(el, c, 0, d as i64 - 1) {
+                        IV::C(x) => konst += x * stride,
+                        IV::V(v, k) => {
+                            konst += k * stride;
+                            let t = self.b.ins().imul_imm_s(v, stride * size);
+                            rt = Some(match rt {
+                                Some(r) => self.b.ins().iadd(r, t),
+                                None => t,
+                            });
+                        }
+                    }
+                    stride *= d as i64;
+                }
+                let addr = match rt {
+                    Some(r) => self.b.ins().iadd(seg.in_ptr, r),
+                    None => seg.in_ptr,
+                };
+                let mut flags = MemFlagsData::new().with_notrap();
+                if seg.in_readonly {
+                    flags = flags.with_readonly().with_can_move();
+                }
+                (
+                    self.b
+                        .ins()
+                        .load(clif(seg.in_dtype), flags, addr, (konst * size) as i32),
+                    seg.in_dtype,
+                )
+            }
+            Expr::Const(t, bits) => (self.konst(*t, *bits), *t),
+            Expr::Table(t, bits, i) => match self.clamped(el, i, 0, bits.len() as i64 - 1) {
+                IV::C(k) => (self.konst(*t, bits[k as usize]), *t),
+                IV::V(v, k) => {
+                    let base = self.table(*t, bits);
+                    let size = t.size() as i64;
+                    let off = self.b.ins().imul_imm_s(v, size);
+                    let addr = self.b.ins().iadd_imm_s(off, base);
+                    let flags = MemFlagsData::new()
+                        .with_notrap()
+                        .with_readonly()
+                        .with_can_move();
+                    (
+                        self.b.ins().load(clif(*t), flags, addr, (k * size) as i32),
+                        *t,
+                    )
+                }
+            },
+            Expr::FromIndex(t, i) => {
+                let iv = self.index(el, i);
+                let v = self.mat(iv);
+                (self.convert(v, DType::I64, *t), *t)
+            }
+            Expr::Cast(t, a) => {
+                let (v, from) = self.expr(el, a);
+                (self.convert(v, from, *t), *t)
+            }
+            Expr::Bin(op, a, b) => {
+                let (x, t) = self.expr(el, a);
+                let (y, _) = self.expr(el, b);
+                (self.bin(*op, t, x, y), t)
+            }
+            Expr::Select(c, a, b) => match self.cond(el, c) {
+                CV::C(true) => self.expr(el, a),
+                CV::C(false) => self.expr(el, b),
+                CV::V(cv) => {
+                    let (x, t) = self.expr(el, a);
+                    let (y, _) = self.expr(el, b);
+                    (self.b.ins().select(cv, x, y), t)
+                }
+            },
+        }
+    }
+
+    fn bin(&mut self, op: BinOp, t: DType, x: Value, y: Value) -> Value {
+        let ins = self.b.ins();
+        if t.is_float() {
+            match op {
+                BinOp::Add => ins.fadd(x, y),
+                BinOp::Sub => ins.fsub(x, y),
+                BinOp::Mul => ins.fmul(x, y),
+                BinOp::Div => ins.fdiv(x, y),
+                BinOp::Min => ins.fmin(x, y),
+                BinOp::Max => ins.fmax(x, y),
+            }
+        } else {
+            match op {
+                BinOp::Add => ins.iadd(x, y),
+                BinOp::Sub => ins.isub(x, y),
+                BinOp::Mul => ins.imul(x, y),
+                // Rejected by validation (integer division); keep emission total.
+                BinOp::Div => x,
+                BinOp::Min if t == DType::U8 => ins.umin(x, y),
+                BinOp::Max if t == DType::U8 => ins.umax(x, y),
+                BinOp::Min => ins.smin(x, y),
+                BinOp::Max => ins.smax(x, y),
+            }
+        }
+    }
+
+    /// Rust `as` conversion.
+    fn convert(&mut self, v: Value, from: DType, to: DType) -> Value {
+        use DType::*;
+        let ins = self.b.ins();
+        match (from, to) {
+            _ if from == to => v,
+            (U8, I32 | I64) => ins.uextend(clif(to), v),
+            (I32, I64) => ins.sextend(types::I64, v),
+            (I32 | I64, U8) | (I64, I32) => ins.ireduce(clif(to), v),
+            (U8, F32 | F64) => {
+                let w = ins.uextend(types::I32, v);
+                self.b.ins().fcvt_from_sint(clif(to), w)
+            }
+            (I32 | I64, F32 | F64) => ins.fcvt_from_sint(clif(to), v),
+            (F32 | F64, I32 | I64) => ins.fcvt_to_sint_sat(clif(to), v),
+            (F32 | F64, U8) => {
+                let w = ins.fcvt_to_sint_sat(types::I32, v);
+                let zero = self.b.ins().iconst(types::I32, 0);
+                let max = self.b.ins().iconst(types::I32, 255);
+                let w = self.b.ins().smax(w, zero);
+                let w = self.b.ins().smin(w, max);
+                self.b.ins().ireduce(types::I8, w)
+            }
+            (F32, F64) => ins.fpromote(types::F64, v),
+            (F64, F32) => ins.fdemote(types::F32, v),
+            _ => v,
+        }
+    }
+}

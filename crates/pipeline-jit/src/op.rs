@@ -1,0 +1,133 @@
+//! Operations: what a pipeline is made of, and the contract of native kernels.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::ir::ExprKernel;
+use crate::state::State;
+
+/// Arguments of one native-kernel call (one sample). `#[repr(C)]`: generated code fills it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct KernelArgs {
+    /// The operation's context pointer (see [`NativeKernel::new`]).
+    pub context: *const c_void,
+    /// The sample id.
+    pub sample: u64,
+    /// Seed of this sample's generator for this operation ([`crate::rng::sample_rng`]).
+    pub seed: u64,
+    /// The sample's input (`input_len` readable bytes; dangling if 0).
+    pub input: *const u8,
+    /// Bytes of input.
+    pub input_len: usize,
+    /// The sample's output (`output_len` writable bytes, aligned to 16).
+    pub output: *mut u8,
+    /// Bytes of output.
+    pub output_len: usize,
+    /// Per-sample scratch space the operation asked for (`scratch_len` writable bytes).
+    pub scratch: *mut u8,
+    /// Bytes of scratch.
+    pub scratch_len: usize,
+}
+
+/// A native kernel: called once per sample; returns 0 on success, anything else is an error
+/// code reported as [`crate::Error::Kernel`] naming the sample.
+///
+/// # Safety contract (for callers, i.e. this crate)
+/// `args` points to a valid [`KernelArgs`] whose pointers are valid for the stated lengths,
+/// the input and output do not overlap, and nothing else writes the output or scratch during
+/// the call. Kernels run concurrently on several threads with the same context.
+pub type KernelFn = unsafe extern "C" fn(args: *const KernelArgs) -> i32;
+
+/// A native operation lowered for an input state: the kernel, its context and its output.
+#[derive(Clone)]
+pub struct NativeKernel {
+    /// The output state.
+    pub output: State,
+    /// Per-sample scratch bytes the kernel needs (allocated once, reused).
+    pub scratch_bytes: usize,
+    /// The kernel.
+    pub kernel: KernelFn,
+    context: Arc<dyn Any + Send + Sync>,
+    context_ptr: *const c_void,
+}
+
+impl std::fmt::Debug for NativeKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeKernel")
+            .field("output", &self.output)
+            .field("scratch_bytes", &self.scratch_bytes)
+            .finish()
+    }
+}
+
+// SAFETY: the context pointer points into `context`, an `Arc<dyn Any + Send + Sync>` kept
+// alive by this struct; the pointee is `Send + Sync`, so sharing the pointer is sound.
+unsafe impl Send for NativeKernel {}
+// SAFETY: as above.
+unsafe impl Sync for NativeKernel {}
+
+impl NativeKernel {
+    /// A kernel whose context is `context`: the kernel receives `Arc::as_ptr(&context)` as
+    /// [`KernelArgs::context`] and may cast it back to `*const T`.
+    pub fn new<T: Send + Sync + 'static>(output: State, kernel: KernelFn, context: Arc<T>) -> Self {
+        let context_ptr = Arc::as_ptr(&context) as *const c_void;
+        NativeKernel {
+            output,
+            scratch_bytes: 0,
+            kernel,
+            context,
+            context_ptr,
+        }
+    }
+
+    /// Ask for per-sample scratch space.
+    pub fn with_scratch(mut self, bytes: usize) -> Self {
+        self.scratch_bytes = bytes;
+        self
+    }
+
+    /// The context pointer passed to the kernel.
+    pub fn context_ptr(&self) -> *const c_void {
+        let _keep_alive = &self.context;
+        self.context_ptr
+    }
+}
+
+/// What an operation becomes for a given input state.
+#[derive(Debug, Clone)]
+pub enum Lowered {
+    /// An expressible operation (fused by the JIT with its expressible neighbours).
+    Expr(ExprKernel),
+    /// A native kernel (called per sample).
+    Native(NativeKernel),
+}
+
+impl Lowered {
+    /// The output state.
+    pub fn output(&self) -> &State {
+        match self {
+            Lowered::Expr(k) => &k.output,
+            Lowered::Native(k) => &k.output,
+        }
+    }
+}
+
+/// An operation of a pipeline.
+///
+/// From the incoming state it declares its outgoing state and buffers by lowering itself to
+/// an [`ExprKernel`] (IR) or a [`NativeKernel`]. Returning `Err(reason)` rejects the state;
+/// the pipeline reports it with the operation's name and position.
+pub trait Operation: Send + Sync {
+    /// A short name for errors and logs.
+    fn name(&self) -> String;
+    /// Lower the operation for `input`.
+    fn lower(&self, input: &State) -> Result<Lowered, String>;
+    /// A specialised interpreter loop for this operation, if it has one (built-ins do);
+    /// it must agree bit for bit with the IR it lowers to.
+    #[doc(hidden)]
+    fn fast_path(&self) -> Option<crate::ops::FastPath> {
+        None
+    }
+}
