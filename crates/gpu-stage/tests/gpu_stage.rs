@@ -141,3 +141,48 @@ fn normalize_kernel_matches_the_cpu_reference_bit_for_bit() {
         assert_eq!(batch.copy_to_host(0).unwrap(), expected, "{dtype}");
     }
 }
+
+#[test]
+fn a_batch_serves_one_consumer_stream_and_its_slot_returns_after_release() {
+    let Some(device) = device_or_skip() else {
+        return;
+    };
+    let stage = Stage::new(
+        &device,
+        StageConfig {
+            max_batch: 2,
+            batches_ahead: 0,
+            outputs: vec![OutputSpec::raw("label", Dtype::I64, &[])],
+        },
+    )
+    .unwrap();
+    assert_eq!(stage.num_slots(), 2);
+    let (first, second) = (device.new_stream().unwrap(), device.new_stream().unwrap());
+    let mut slot = stage.acquire().unwrap();
+    assert_eq!(slot.slot(), 0);
+    slot.host_mut(0)
+        .unwrap()
+        .copy_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+    let mut batch = slot.to_device(2).unwrap();
+    assert!(matches!(
+        batch.view::<f32>(0),
+        Err(Error::DtypeMismatch { .. })
+    ));
+    batch.wait_on(&first).unwrap();
+    batch.wait_on(&first).unwrap();
+    assert!(matches!(
+        batch.wait_on(&second),
+        Err(Error::SecondConsumerStream { slot: 0 })
+    ));
+    let view = batch.view::<i64>(0).unwrap();
+    assert_eq!(first.clone_dtoh(&view).unwrap(), [7, 9]);
+    assert_eq!(stage.slot_states(), [SlotState::Staged, SlotState::Free]);
+    batch.release().unwrap();
+    assert_eq!(stage.slot_states(), [SlotState::Releasing, SlotState::Free]);
+    // Slot 1 is fresh; then slot 0 comes back (after its release event).
+    let one = stage.acquire().unwrap();
+    let zero = stage.acquire().unwrap();
+    assert_eq!((one.slot(), zero.slot()), (1, 0));
+    drop(one);
+    assert_eq!(stage.slot_states(), [SlotState::Filling, SlotState::Free]);
+}
