@@ -43,7 +43,7 @@
 //! # Ok::<(), beton_io::Error>(())
 //! ```
 
-mod corrupt;
+pub mod corrupt;
 mod dtype;
 mod error;
 mod format;
