@@ -1,7 +1,162 @@
-//! The benchmark runner behind `cargo xtask bench --small` (placeholder main; the framework is being built).
+//! The benchmark runner behind `cargo xtask bench --small`: a bounded matrix of measurements,
+//! printed as a table and written to `target/bench/small.json` and `small.md`.
+//!
+//! Each suite module returns [`report::Row`]s: `reader` (the Reader beside memcpy). Data sets
+//! are written once under the output folder and reused. Progress goes to stderr, results to
+//! stdout (the table, or the JSON document with `--json`).
 
+mod datasets;
+mod reader;
 mod report;
+mod timing;
 
-fn main() {
-    let _ = report::Row::default();
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+
+use crate::report::{Machine, Report, Row};
+
+/// Timed repetitions per reader row (after one warm-up pass).
+const READER_REPS: usize = 9;
+
+/// Run the bounded benchmark matrix.
+#[derive(Parser, Debug)]
+#[command(name = "ffcv-bench", about)]
+struct Args {
+    /// The small matrix (the only one so far): bounded to about two minutes on 2 cores.
+    #[arg(long)]
+    small: bool,
+    /// Only rows whose name contains one of these comma-separated patterns
+    /// (e.g. `reader/random`, `128k`); other suites run only when a pattern names them.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Print the JSON document on stdout (the table goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Also print each row's throughput relative to the same-named row of an earlier run.
+    #[arg(long, value_name = "OLD.json")]
+    compare: Option<PathBuf>,
+    /// Where data sets and results go [default: <workspace>/target/bench].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// `<workspace>/target/bench`, whatever the current directory.
+fn default_out_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench")
+}
+
+/// Row-name filter from `--only`.
+struct Filter {
+    patterns: Vec<String>,
+}
+
+impl Filter {
+    fn keeps(&self, name: &str) -> bool {
+        self.patterns.is_empty() || self.patterns.iter().any(|p| name.contains(p.as_str()))
+    }
+}
+
+fn progress(message: &str) {
+    eprintln!("bench: {message}");
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let out_dir = args.out.clone().unwrap_or_else(default_out_dir);
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| format!("cannot create {}: {err}", out_dir.display()))?;
+    // `<crate>/../../target/bench` reads better resolved.
+    let out_dir = out_dir.canonicalize().unwrap_or(out_dir);
+    let filter = Filter {
+        patterns: args.only.clone(),
+    };
+    let machine = Machine::current();
+    let threads = machine.cpus;
+    progress(&format!(
+        "{} CPUs ({}); data sets and results in {}",
+        machine.cpus,
+        machine.model,
+        out_dir.display()
+    ));
+    let mut rows: Vec<Row> = Vec::new();
+
+    // reader/*: every data set, reader beside memcpy. A pattern such as `128k` selects rows
+    // by name, so every data set is considered and rows are filtered before measuring.
+    for recipe in datasets::small() {
+        if !reader::row_names(recipe.label)
+            .iter()
+            .any(|name| filter.keeps(name))
+        {
+            continue;
+        }
+        let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
+        rows.extend(reader::rows(
+            &dataset,
+            READER_REPS,
+            threads,
+            &|name| filter.keeps(name),
+            &|name| progress(&format!("measuring {name}")),
+        )?);
+    }
+
+    let report = Report {
+        machine,
+        args: std::env::args().skip(1).collect(),
+        total_seconds: started.elapsed().as_secs_f64(),
+        rows,
+    };
+    let json_path = out_dir.join("small.json");
+    let md_path = out_dir.join("small.md");
+    let document = serde_json::to_string_pretty(&report.to_json())
+        .map_err(|err| format!("cannot format the report: {err}"))?;
+    std::fs::write(&json_path, format!("{document}\n"))
+        .map_err(|err| format!("cannot write {}: {err}", json_path.display()))?;
+    std::fs::write(&md_path, report.markdown())
+        .map_err(|err| format!("cannot write {}: {err}", md_path.display()))?;
+
+    if args.json {
+        eprint!("{}", report.table());
+        println!("{document}");
+    } else {
+        print!("{}", report.table());
+    }
+    if let Some(old_path) = &args.compare {
+        let text = std::fs::read_to_string(old_path)
+            .map_err(|err| format!("cannot read {}: {err}", old_path.display()))?;
+        let old: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|err| format!("{}: not a bench report: {err}", old_path.display()))?;
+        let comparison = report::compare(&old, &report.rows)
+            .map_err(|err| format!("{}: {err}", old_path.display()))?;
+        eprintln!("\ncompared with {}:", old_path.display());
+        if args.json {
+            eprint!("{comparison}");
+        } else {
+            print!("{comparison}");
+        }
+    }
+    progress(&format!(
+        "wrote {} and {} ({} rows, {:.1} s)",
+        json_path.display(),
+        md_path.display(),
+        report.rows.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !args.small {
+        progress("no matrix size given; running the small matrix (--small)");
+    }
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bench: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
