@@ -88,11 +88,26 @@ impl Kernels {
             ..Default::default()
         };
         let started = std::time::Instant::now();
-        let ptx =
-            compile_ptx_with_opts(KERNEL_SOURCE, options.clone()).map_err(|e| Error::Compile {
-                options: options.options.clone(),
-                log: compile_log(&e),
-            })?;
+        let ptx = match compile_ptx_with_opts(KERNEL_SOURCE, options.clone()) {
+            Ok(ptx) => ptx,
+            Err(first) => {
+                // An NVRTC older than the GPU does not know its architecture: its default
+                // target is older, and the driver compiles that PTX for the GPU at load time.
+                tracing::debug!(error = %compile_log(&first), "retrying NVRTC without --gpu-architecture");
+                let fallback = CompileOptions {
+                    name: options.name.clone(),
+                    ..Default::default()
+                };
+                compile_ptx_with_opts(KERNEL_SOURCE, fallback).map_err(|e| Error::Compile {
+                    options: options.options.clone(),
+                    log: format!(
+                        "{} (and without the option: {})",
+                        compile_log(&first),
+                        compile_log(&e)
+                    ),
+                })?
+            }
+        };
         let module = device
             .context()
             .load_module(ptx)
