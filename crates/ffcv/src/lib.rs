@@ -1,45 +1,75 @@
-//! The `ffcv` facade: FFCV's loader, decoders and transforms over the ffcv-rs crates.
+//! The `ffcv` facade: FFCV's data loader in Rust — a [`Loader`] with every FFCV knob,
+//! decoders for each field type, and the image functions — over the ffcv-rs crates.
 //!
 //! # Overview
 //!
-//! For now this crate holds the image half of the decoders and of the writer
-//! ([`image`]): JPEG decoding into caller-owned buffers, FFCV's crop rules
-//! ([`image::center_crop_box`], [`image::random_resized_crop_box`]), OpenCV's
-//! `INTER_AREA` resize ([`image::AreaResizer`]), and `RGBImageField`-style
-//! encoding ([`image::RgbImageEncoder`]). The loader joins them to the
-//! lower crates later.
+//! - [`Loader::builder`] takes a `.beton` path and FFCV's knobs ([`LoaderBuilder`]:
+//!   `batch_size`, `num_workers`, `os_cache`, `order`, `distributed`/`rank`/`world_size`,
+//!   `seed`, `indices`, per-field pipelines, `drop_last`, `batches_ahead`, `recompile`,
+//!   plus the process-cache knobs, a memory budget and the compiler switch).
+//! - [`Loader::iter`] runs one epoch: a producer thread orders the samples
+//!   ([`traversal`]), schedules their pages ([`page_cache`]), decodes each batch with the
+//!   fields' compiled pipelines ([`jit`]) on a pool of `num_workers` threads, and queues up
+//!   to `batches_ahead` batches. Each [`Batch`] owns its slot until dropped; views per
+//!   output come from [`Batch::get`] and [`Batch::output`].
+//! - A field's pipeline is a [`Decoder`] followed by pipeline-jit operations
+//!   ([`PipelineSpec`]). Default decoders: Int → `i64 [B,1]`, Float → `f64 [B,1]`,
+//!   Bytes → `u8 [B,max_size]` + lengths, NDArray/TorchTensor → stored dtype and shape,
+//!   JSON → bytes + lengths + [`BatchOutput::json`]. RGB image fields need an image
+//!   decoder (or [`LoaderBuilder::disable`]).
+//! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
+//!   `RGBImageField` encoding.
+//! - The lower crates are re-exported: [`format`] (beton-io), [`traversal`],
+//!   [`page_cache`], [`jit`] (pipeline-jit).
 //!
 //! # Example
 //!
-//! Decode a JPEG, center-crop it as `CenterCropRGBImageDecoder` does and
-//! resize the crop to 32x32:
-//!
 //! ```
-//! use ffcv::image::{center_crop_box, decode_jpeg_into, encode_jpeg, AreaResizer, RgbImage};
+//! use ffcv::{Loader, Order};
 //!
-//! # fn main() -> Result<(), ffcv::image::ImageError> {
-//! // A 48x40 gradient, written as a quality-90 JPEG like FFCV's writer does.
-//! let mut pixels = Vec::new();
-//! for y in 0..40u32 {
-//!     for x in 0..48u32 {
-//!         pixels.extend_from_slice(&[(x * 5) as u8, (y * 6) as u8, 128]);
-//!     }
+//! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/scalars.beton");
+//! let mut loader = Loader::builder(path)
+//!     .batch_size(32)
+//!     .num_workers(2)
+//!     .order(Order::Random)
+//!     .seed(0)
+//!     .build()?;
+//! assert_eq!(loader.len(), 3); // 100 samples, drop_last
+//!
+//! let mut seen = Vec::new();
+//! for batch in &mut loader {
+//!     let batch = batch?;
+//!     let index = batch.get::<i64>("index")?;
+//!     assert_eq!(index.shape(), &[32, 1]);
+//!     let value = batch.get::<f64>("value")?;
+//!     assert_eq!(value.len(), 32);
+//!     seen.extend_from_slice(index.as_slice());
 //! }
-//! let source = RgbImage::new(48, 40, pixels)?;
-//! let jpeg = encode_jpeg(&source, 90)?;
-//!
-//! let mut full = vec![0u8; 48 * 40 * 3];
-//! let (h, w) = decode_jpeg_into(&jpeg, &mut full)?;
-//! assert_eq!((h, w), (40, 48));
-//!
-//! let crop = center_crop_box(h, w, 224.0 / 256.0);
-//! assert_eq!((crop.i, crop.j, crop.h, crop.w), (2, 6, 35, 35));
-//!
-//! let mut resizer = AreaResizer::new();
-//! let mut out = [0u8; 32 * 32 * 3];
-//! resizer.resize_crop_into(&full, h, w, crop, &mut out, 32, 32)?;
-//! # Ok(())
-//! # }
+//! assert_eq!(seen.len(), 96);
+//! assert_eq!(loader.next_epoch(), 1);
+//! # Ok::<(), ffcv::Error>(())
 //! ```
 
+mod batch;
+mod cpus;
+pub mod decode;
+mod epoch;
+mod error;
 pub mod image;
+mod loader;
+mod memory;
+mod slots;
+
+pub use beton_io as format;
+pub use page_cache;
+pub use pipeline_jit as jit;
+pub use traversal;
+
+pub use batch::{Batch, BatchOutput, OutputInfo, TypedView};
+pub use cpus::affinity_cpus;
+pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
+pub use epoch::EpochIter;
+pub use error::{Error, Result};
+pub use loader::{FieldValue, Loader, LoaderBuilder, LoaderStats, Order};
+pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
+pub use slots::{SlotOutput, SlotStage};

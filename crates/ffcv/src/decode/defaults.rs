@@ -1,0 +1,282 @@
+//! The default decoders of the non-image field types, as FFCV's: Int → `i64 [B, 1]`,
+//! Float → `f64 [B, 1]`, Bytes → `u8 [B, max_size]` plus lengths, NDArray/TorchTensor → the
+//! stored dtype and shape, JSON → bytes plus lengths (unpacked with
+//! [`crate::BatchOutput::json`]); and [`RawBytesDecoder`], the stored bytes of any field.
+
+use std::sync::Arc;
+
+use beton_io::{DType as NumpyDType, FieldMetadata, FieldType, IMAGE_MODE_RAW, Reader};
+
+use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
+
+/// The decoder FFCV uses by default for a field of this type; `None` for types whose
+/// decoder needs choices (RGB images: `SimpleRGBImageDecoder` needs constant sizes, crops
+/// need an output size) and for custom fields.
+pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
+    Some(match field_type {
+        FieldType::Int => Arc::new(IntDecoder),
+        FieldType::Float => Arc::new(FloatDecoder),
+        FieldType::Bytes => Arc::new(BytesDecoder),
+        FieldType::Json => Arc::new(JsonDecoder),
+        FieldType::NdArray(_) | FieldType::TorchTensor(_) => Arc::new(NdArrayDecoder),
+        FieldType::RgbImage | FieldType::Custom => return None,
+    })
+}
+
+fn little(kind: beton_io::DTypeKind, size: u64) -> NumpyDType {
+    NumpyDType::numeric(kind, size, beton_io::ByteOrder::Little).expect("valid numeric dtype")
+}
+
+fn expect_type(info: &FieldInfo<'_>, ok: bool, want: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "decodes {want} fields, but {:?} is a {}",
+            info.field.name,
+            info.field.field_type.type_name()
+        ))
+    }
+}
+
+/// FFCV's `IntDecoder`: the value as `i64`, shape `[1]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IntDecoder;
+
+impl Decoder for IntDecoder {
+    fn name(&self) -> String {
+        "IntDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        expect_type(info, info.field.field_type == FieldType::Int, "IntField")?;
+        Ok(DecoderOutput::new(
+            vec![1],
+            little(beton_io::DTypeKind::Int, 8),
+            OutputKind::Scalar,
+        ))
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        let v = input.int().ok_or("metadata too short for an IntField")?;
+        out.copy_from_slice(&v.to_ne_bytes());
+        Ok(())
+    }
+}
+
+/// FFCV's `FloatDecoder`: the value as `f64` (bit for bit), shape `[1]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FloatDecoder;
+
+impl Decoder for FloatDecoder {
+    fn name(&self) -> String {
+        "FloatDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        expect_type(
+            info,
+            info.field.field_type == FieldType::Float,
+            "FloatField",
+        )?;
+        Ok(DecoderOutput::new(
+            vec![1],
+            little(beton_io::DTypeKind::Float, 8),
+            OutputKind::Scalar,
+        ))
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        let v = input.float().ok_or("metadata too short for a FloatField")?;
+        out.copy_from_slice(&v.to_bits().to_ne_bytes());
+        Ok(())
+    }
+}
+
+/// Copies the stored bytes into a row and zero-fills the rest (FFCV leaves the rest of a
+/// reused row stale; zeros make batches reproducible).
+fn copy_padded(data: &[u8], out: &mut [u8]) -> Result<(), String> {
+    if data.len() > out.len() {
+        return Err(format!(
+            "{} stored bytes do not fit the {}-byte row",
+            data.len(),
+            out.len()
+        ));
+    }
+    out[..data.len()].copy_from_slice(data);
+    out[data.len()..].fill(0);
+    Ok(())
+}
+
+/// Largest stored length of `field` over every sample (what a padded row must hold).
+fn max_stored_len(reader: &Reader, field: usize) -> Result<usize, String> {
+    let mut max = 0u64;
+    for sample in 0..reader.num_samples() {
+        let len = match reader.metadata(sample, field).map_err(|e| e.to_string())? {
+            FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
+            _ => reader
+                .field_data(sample, field)
+                .map_err(|e| e.to_string())?
+                .map_or(0, |d| d.len() as u64),
+        };
+        max = max.max(len);
+    }
+    usize::try_from(max).map_err(|_| format!("largest sample of {max} bytes exceeds memory"))
+}
+
+/// FFCV's `BytesDecoder`: `u8` rows as wide as the largest sample of the whole file, plus
+/// the per-sample lengths (which FFCV does not give).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytesDecoder;
+
+impl Decoder for BytesDecoder {
+    fn name(&self) -> String {
+        "BytesDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        expect_type(
+            info,
+            info.field.field_type == FieldType::Bytes,
+            "BytesField",
+        )?;
+        let max = max_stored_len(info.reader, info.index)?;
+        Ok(DecoderOutput::new(
+            vec![max],
+            NumpyDType::u8(),
+            OutputKind::Bytes,
+        ))
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        copy_padded(input.data, out)
+    }
+}
+
+/// FFCV's JSON decoding: the stored text (with its NUL) as bytes rows like
+/// [`BytesDecoder`]; [`crate::BatchOutput::json`] parses a row.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsonDecoder;
+
+impl Decoder for JsonDecoder {
+    fn name(&self) -> String {
+        "JSONDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        expect_type(info, info.field.field_type == FieldType::Json, "JSONField")?;
+        let max = max_stored_len(info.reader, info.index)?;
+        Ok(DecoderOutput::new(
+            vec![max],
+            NumpyDType::u8(),
+            OutputKind::Json,
+        ))
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        copy_padded(input.data, out)
+    }
+}
+
+/// FFCV's `NDArrayDecoder` (also for TorchTensor fields): the stored array, in its dtype
+/// and shape.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NdArrayDecoder;
+
+impl Decoder for NdArrayDecoder {
+    fn name(&self) -> String {
+        "NDArrayDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        let args = info.field.field_type.ndarray_args().ok_or_else(|| {
+            format!(
+                "decodes NDArrayField and TorchTensorField fields, but {:?} is a {}",
+                info.field.name,
+                info.field.field_type.type_name()
+            )
+        })?;
+        let shape = args
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|_| format!("shape {:?} exceeds memory", args.shape))?;
+        let out = DecoderOutput::new(shape, args.dtype.clone(), OutputKind::Array);
+        if out.row_bytes().is_none() {
+            return Err(format!("shape {:?} exceeds memory", args.shape));
+        }
+        Ok(out)
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        if input.data.len() != out.len() {
+            return Err(format!(
+                "stored array has {} bytes, the declared shape needs {}",
+                input.data.len(),
+                out.len()
+            ));
+        }
+        out.copy_from_slice(input.data);
+        Ok(())
+    }
+}
+
+/// The stored bytes of any field that has data (Bytes, JSON, NDArray, images: raw pixels or
+/// the JPEG file) as padded `u8` rows plus lengths, like [`BytesDecoder`]. Useful to measure
+/// the data path without decoding, or to decode images elsewhere.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawBytesDecoder;
+
+impl Decoder for RawBytesDecoder {
+    fn name(&self) -> String {
+        "RawBytesDecoder".into()
+    }
+
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+        let has_data = !matches!(
+            info.field.field_type,
+            FieldType::Int | FieldType::Float | FieldType::Custom
+        );
+        expect_type(
+            info,
+            has_data,
+            "Bytes, JSON, NDArray, TorchTensor or RGBImage",
+        )?;
+        let max = max_stored_len(info.reader, info.index)?;
+        Ok(DecoderOutput::new(
+            vec![max],
+            NumpyDType::u8(),
+            OutputKind::Bytes,
+        ))
+    }
+
+    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+        copy_padded(input.data, out)
+    }
+}
+
+/// The exact stored extent `(ptr, len)` of one field of one sample (what
+/// [`SampleInput::data`] holds), or `None` for fields kept in the metadata.
+pub(crate) fn stored_extent(
+    reader: &Reader,
+    field_type: &FieldType,
+    meta: &FieldMetadata,
+) -> Option<(u64, u64)> {
+    let ptr = meta.ptr()?;
+    let len = match *meta {
+        FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
+        FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => field_type
+            .ndarray_args()
+            .and_then(beton_io::NdArrayArgs::byte_len)
+            .unwrap_or(0),
+        FieldMetadata::RgbImage {
+            mode,
+            width,
+            height,
+            ..
+        } if mode == IMAGE_MODE_RAW => u64::from(width) * u64::from(height) * 3,
+        _ => reader.alloc_size(ptr).unwrap_or(0),
+    };
+    Some((ptr, len))
+}

@@ -1,0 +1,258 @@
+//! Decoders: how a field's stored bytes become one row of a batch output.
+//!
+//! A [`Decoder`] declares, for one field of one file, the per-sample output it writes
+//! ([`DecoderOutput`]: shape, element type, the pipeline state transforms see) and then
+//! decodes samples one at a time from a [`SampleInput`] (the sample's stored bytes and
+//! its metadata) into the sample's row of the output buffer. The loader turns a decoder
+//! into the first operation of the field's pipeline-jit pipeline (a native kernel), so the
+//! transforms after it are fused and compiled with it.
+//!
+//! Adding a decoder (for example an image decoder) means implementing [`Decoder`] — safe
+//! code only — and, to make it a field type's default or to name it on the command line,
+//! adding an arm to [`default_decoder`] and [`DecoderChoice`]'s parser.
+
+mod defaults;
+pub(crate) mod kernel;
+mod spec;
+
+use std::sync::Arc;
+
+use beton_io::{DType as NumpyDType, Field, Reader};
+use pipeline_jit::{DType, Operation, State};
+
+pub(crate) use defaults::stored_extent;
+pub use defaults::{
+    BytesDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder, RawBytesDecoder,
+    default_decoder,
+};
+pub use spec::{DecoderChoice, UnknownDecoder};
+
+/// What kind of values an output holds: decides which helpers a [`crate::Batch`] offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// One number per sample (`[B, 1]`).
+    Scalar,
+    /// A fixed-shape array per sample.
+    Array,
+    /// Variable-length bytes padded to a fixed width, with per-sample lengths.
+    Bytes,
+    /// Like [`OutputKind::Bytes`], and each row holds a JSON document.
+    Json,
+}
+
+impl OutputKind {
+    /// Whether rows have per-sample lengths.
+    pub fn has_lengths(self) -> bool {
+        matches!(self, OutputKind::Bytes | OutputKind::Json)
+    }
+}
+
+/// The per-sample output a decoder writes for one field of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderOutput {
+    /// Shape of one sample's row, as users see it (the batch dimension not included).
+    pub shape: Vec<usize>,
+    /// Element type as users see it (numpy's description, e.g. `<i2`).
+    pub dtype: NumpyDType,
+    /// The pipeline state the transforms after the decoder see. It describes the same
+    /// bytes as `shape` and `dtype`; for element types pipeline-jit has no name for
+    /// (int16, float16, big-endian...) it is `U8` with the item size as a last axis.
+    pub state: State,
+    /// What the output holds.
+    pub kind: OutputKind,
+    /// Per-sample scratch bytes [`Decoder::decode`] gets (0 for none).
+    pub scratch_bytes: usize,
+}
+
+impl DecoderOutput {
+    /// An output of `shape` elements of `dtype`, with the pipeline state derived from them.
+    pub fn new(shape: Vec<usize>, dtype: NumpyDType, kind: OutputKind) -> DecoderOutput {
+        let state = match pipeline_dtype(&dtype) {
+            Some(t) => State::cpu(shape.clone(), t),
+            None => {
+                let mut s = shape.clone();
+                s.push(dtype.item_size() as usize);
+                State::cpu(s, DType::U8)
+            }
+        };
+        DecoderOutput {
+            shape,
+            dtype,
+            state,
+            kind,
+            scratch_bytes: 0,
+        }
+    }
+
+    /// Bytes of one sample's row, if that fits in `usize`.
+    pub fn row_bytes(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(self.dtype.item_size() as usize, |acc, &d| {
+                acc.checked_mul(d)
+            })
+    }
+}
+
+/// The pipeline-jit element type with the same bytes as numpy's `dtype` on this machine
+/// (little-endian), if there is one.
+pub fn pipeline_dtype(dtype: &NumpyDType) -> Option<DType> {
+    use beton_io::{ByteOrder, DTypeKind};
+    let native = matches!(
+        dtype.byte_order(),
+        ByteOrder::Little | ByteOrder::NotApplicable
+    );
+    if !native || cfg!(target_endian = "big") {
+        return None;
+    }
+    match (dtype.kind(), dtype.item_size()) {
+        (DTypeKind::UInt, 1) => Some(DType::U8),
+        (DTypeKind::Int, 4) => Some(DType::I32),
+        (DTypeKind::Int, 8) => Some(DType::I64),
+        (DTypeKind::Float, 4) => Some(DType::F32),
+        (DTypeKind::Float, 8) => Some(DType::F64),
+        _ => None,
+    }
+}
+
+/// numpy's description of a pipeline-jit element type.
+pub fn numpy_dtype(dtype: DType) -> NumpyDType {
+    use beton_io::{ByteOrder, DTypeKind};
+    let (kind, size) = match dtype {
+        DType::U8 => (DTypeKind::UInt, 1),
+        DType::I32 => (DTypeKind::Int, 4),
+        DType::I64 => (DTypeKind::Int, 8),
+        DType::F32 => (DTypeKind::Float, 4),
+        DType::F64 => (DTypeKind::Float, 8),
+    };
+    NumpyDType::numeric(kind, size, ByteOrder::Little).expect("a valid numeric dtype")
+}
+
+/// The field a decoder is declared for.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldInfo<'a> {
+    /// The file (for scans over every sample's metadata, e.g. the largest size).
+    pub reader: &'a Reader,
+    /// The field's index in the file.
+    pub index: usize,
+    /// The field.
+    pub field: &'a Field,
+}
+
+/// One sample of one field, as a decoder sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleInput<'a> {
+    /// The sample id.
+    pub sample: u64,
+    /// The field's stored bytes for this sample, exactly (Bytes/JSON: `size` bytes;
+    /// NDArray: the array; raw images: `h * w * 3`; JPEG images: the allocation).
+    /// Empty for fields kept in the metadata (Int, Float).
+    pub data: &'a [u8],
+    /// The field's metadata bytes for this sample (at most 16; see `docs/format.md`).
+    pub metadata: &'a [u8],
+    /// The seed of this sample's generator for this operation: depends only on the
+    /// loader's seed, the epoch, the sample and the operation's position.
+    pub seed: u64,
+}
+
+impl SampleInput<'_> {
+    /// The metadata as an Int field's value.
+    pub fn int(&self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.metadata.get(..8)?.try_into().ok()?))
+    }
+
+    /// The metadata as a Float field's value.
+    pub fn float(&self) -> Option<f64> {
+        Some(f64::from_bits(u64::from_le_bytes(
+            self.metadata.get(..8)?.try_into().ok()?,
+        )))
+    }
+
+    /// The metadata as an RGBImage field's `(mode, width, height)` (mode 0 JPEG, 1 raw).
+    pub fn image_header(&self) -> Option<(u8, u16, u16)> {
+        let m = self.metadata.get(..5)?;
+        Some((
+            m[0],
+            u16::from_le_bytes([m[1], m[2]]),
+            u16::from_le_bytes([m[3], m[4]]),
+        ))
+    }
+}
+
+/// Turns one field's stored samples into rows of a batch output.
+///
+/// Implementations are shared by the loader's worker threads (`Send + Sync`) and called
+/// concurrently; keep per-call state in the scratch buffer or in thread-locals.
+pub trait Decoder: Send + Sync + 'static {
+    /// A short name for errors and logs (`"IntDecoder"`).
+    fn name(&self) -> String;
+
+    /// The output this decoder writes for `field`, or why it cannot decode that field.
+    /// Called once per loader (and per epoch with `recompile`), so it may scan every
+    /// sample's metadata.
+    fn declare(&self, field: &FieldInfo<'_>) -> std::result::Result<DecoderOutput, String>;
+
+    /// Decodes one sample into `output` (exactly one row: the declared row bytes).
+    /// `scratch` holds the declared scratch bytes. An error names what is wrong; the loader
+    /// adds the file, field and sample, and ends the epoch with it.
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        output: &mut [u8],
+        scratch: &mut [u8],
+    ) -> std::result::Result<(), String>;
+}
+
+/// A field's pipeline: a decoder, then pipeline-jit operations (transforms).
+#[derive(Clone)]
+pub struct PipelineSpec {
+    pub(crate) decoder: Arc<dyn Decoder>,
+    pub(crate) transforms: Vec<Arc<dyn Operation>>,
+}
+
+impl std::fmt::Debug for PipelineSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.transforms.iter().map(|t| t.name()).collect();
+        f.debug_struct("PipelineSpec")
+            .field("decoder", &self.decoder.name())
+            .field("transforms", &names)
+            .finish()
+    }
+}
+
+impl PipelineSpec {
+    /// A pipeline that only decodes.
+    pub fn new(decoder: impl Decoder) -> PipelineSpec {
+        PipelineSpec::from_arc(Arc::new(decoder))
+    }
+
+    /// A pipeline with a shared decoder.
+    pub fn from_arc(decoder: Arc<dyn Decoder>) -> PipelineSpec {
+        PipelineSpec {
+            decoder,
+            transforms: Vec::new(),
+        }
+    }
+
+    /// Appends a transform.
+    pub fn then(mut self, op: impl Operation + 'static) -> PipelineSpec {
+        self.transforms.push(Arc::new(op));
+        self
+    }
+
+    /// Appends a shared transform.
+    pub fn then_arc(mut self, op: Arc<dyn Operation>) -> PipelineSpec {
+        self.transforms.push(op);
+        self
+    }
+
+    /// The decoder.
+    pub fn decoder(&self) -> &Arc<dyn Decoder> {
+        &self.decoder
+    }
+
+    /// The transforms, in order.
+    pub fn transforms(&self) -> &[Arc<dyn Operation>] {
+        &self.transforms
+    }
+}

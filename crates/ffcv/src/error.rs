@@ -1,0 +1,126 @@
+//! The facade's error type: the lower crates' errors, plus what the loader itself checks.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while building a loader or running an epoch.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Opening or reading the `.beton` file failed.
+    #[error(transparent)]
+    Format(#[from] beton_io::Error),
+
+    /// The page cache failed (memory budget, page read, reader threads).
+    #[error(transparent)]
+    Cache(#[from] page_cache::Error),
+
+    /// The order could not be built (rank out of range, QuasiRandom without data pages...).
+    #[error("order: {0}")]
+    Order(#[from] traversal::Error),
+
+    /// A field's pipeline was refused when planned, compiled or run.
+    #[error("{path}: field {field:?}: pipeline: {source}")]
+    Pipeline {
+        /// The dataset file.
+        path: PathBuf,
+        /// The field whose pipeline failed.
+        field: String,
+        /// What pipeline-jit reported.
+        #[source]
+        source: pipeline_jit::Error,
+    },
+
+    /// A sample could not be decoded; the epoch ends with this error.
+    #[error("{path}: field {field:?}, sample {sample}: {decoder} failed: {message}")]
+    Decode {
+        /// The dataset file.
+        path: PathBuf,
+        /// The field.
+        field: String,
+        /// The sample id.
+        sample: u64,
+        /// The decoder's name.
+        decoder: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The loader's configuration is invalid; `build()` refuses it.
+    #[error("{path}: invalid loader configuration: {reason}")]
+    Config {
+        /// The dataset file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// A field has no default decoder (image fields until an image decoder is given,
+    /// custom fields) and was neither given a pipeline nor disabled.
+    #[error(
+        "{path}: field {field:?} ({field_type}) has no default decoder; give it a pipeline \
+         with LoaderBuilder::pipeline or disable it with LoaderBuilder::disable"
+    )]
+    NoDecoder {
+        /// The dataset file.
+        path: PathBuf,
+        /// The field.
+        field: String,
+        /// FFCV's name of the field's type.
+        field_type: &'static str,
+    },
+
+    /// A batch output was asked for by a name or type it does not have.
+    #[error("batch output {name:?}: {reason}")]
+    Output {
+        /// The output's name.
+        name: String,
+        /// What does not match.
+        reason: String,
+    },
+
+    /// A JSON output's bytes are not a JSON document.
+    #[error("JSON output {name:?}, row {row}: {reason}")]
+    Json {
+        /// The output's name.
+        name: String,
+        /// The row in the batch.
+        row: usize,
+        /// Why it does not parse.
+        reason: String,
+    },
+
+    /// Allocating batch memory, or starting a thread, failed.
+    #[error("{path}: cannot set up the loader ({what}): {source}")]
+    Setup {
+        /// The dataset file.
+        path: PathBuf,
+        /// What was being set up.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A stage after the CPU pipelines (such as a GPU copy) failed for a batch.
+    #[error("{path}: slot stage failed on batch {batch}: {message}")]
+    SlotStage {
+        /// The dataset file.
+        path: PathBuf,
+        /// The batch index in the epoch.
+        batch: usize,
+        /// What the stage reported.
+        message: String,
+    },
+
+    /// The producer thread ended without reporting (it panicked).
+    #[error("{path}: the loader's producer thread stopped unexpectedly in epoch {epoch}")]
+    ProducerGone {
+        /// The dataset file.
+        path: PathBuf,
+        /// The epoch.
+        epoch: u64,
+    },
+}
+
+/// `Result` with the facade's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,854 @@
+//! The loader: a builder with every FFCV knob, the per-field pipelines, and the state the
+//! epoch iterator's producer thread works on.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use beton_io::{FieldMetadata, FieldType, Reader};
+use page_cache::{CacheConfig, PageCache};
+use pipeline_jit::{Executor, Pipeline};
+use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, TraversalOrder};
+
+use crate::batch::OutputInfo;
+use crate::decode::kernel::{DecoderContext, DecoderOp, record_state};
+use crate::decode::{
+    DecoderChoice, FieldInfo, OutputKind, PipelineSpec, default_decoder, numpy_dtype,
+};
+use crate::epoch::EpochIter;
+use crate::error::{Error, Result};
+use crate::memory::{HeapAllocator, SlotAllocator};
+use crate::slots::{SlotPool, SlotStage};
+
+/// The sample order of each epoch.
+#[derive(Clone)]
+pub enum Order {
+    /// The indices in order (FFCV `OrderOption.SEQUENTIAL`).
+    Sequential,
+    /// NumPy's `default_rng(seed + epoch).permutation(indices)` (FFCV `RANDOM`).
+    Random,
+    /// Page-aware shuffle (FFCV `QUASI_RANDOM`); works with both caches and distributed.
+    QuasiRandom,
+    /// A user order; it decides the samples itself (`indices` and `distributed` do not
+    /// apply to it).
+    Custom(Arc<dyn TraversalOrder>),
+}
+
+impl std::fmt::Debug for Order {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Order::Sequential => f.write_str("Sequential"),
+            Order::Random => f.write_str("Random"),
+            Order::QuasiRandom => f.write_str("QuasiRandom"),
+            Order::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+impl From<OrderKind> for Order {
+    fn from(kind: OrderKind) -> Order {
+        match kind {
+            OrderKind::Sequential => Order::Sequential,
+            OrderKind::Random => Order::Random,
+            OrderKind::QuasiRandom => Order::QuasiRandom,
+        }
+    }
+}
+
+/// A field's value as [`Loader::filter`]'s predicate sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldValue<'a> {
+    /// An Int field.
+    Int(i64),
+    /// A Float field.
+    Float(f64),
+    /// Any other field: its stored bytes (Bytes, JSON text with its NUL, NDArray
+    /// elements, raw pixels or JPEG file).
+    Data(&'a [u8]),
+}
+
+/// Builds a [`Loader`]; every knob has FFCV's default except `batch_size`.
+#[derive(Clone)]
+pub struct LoaderBuilder {
+    path: PathBuf,
+    reader: Option<Arc<Reader>>,
+    batch_size: Option<usize>,
+    num_workers: i64,
+    order: Order,
+    distributed: bool,
+    rank: usize,
+    world_size: usize,
+    seed: Option<u64>,
+    indices: Option<Vec<u64>>,
+    pipelines: HashMap<String, DecoderChoice>,
+    transforms: HashMap<String, PipelineSpec>,
+    drop_last: bool,
+    batches_ahead: usize,
+    recompile: bool,
+    compile: bool,
+    cache: CacheConfig,
+    allocator: Arc<dyn SlotAllocator>,
+    stage: Option<Arc<dyn SlotStage>>,
+}
+
+impl std::fmt::Debug for LoaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoaderBuilder")
+            .field("path", &self.path)
+            .field("batch_size", &self.batch_size)
+            .field("num_workers", &self.num_workers)
+            .field("order", &self.order)
+            .field("distributed", &self.distributed)
+            .field("seed", &self.seed)
+            .field("drop_last", &self.drop_last)
+            .field("batches_ahead", &self.batches_ahead)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoaderBuilder {
+    fn new(path: PathBuf) -> LoaderBuilder {
+        LoaderBuilder {
+            path,
+            reader: None,
+            batch_size: None,
+            num_workers: -1,
+            order: Order::Sequential,
+            distributed: false,
+            rank: 0,
+            world_size: 1,
+            seed: None,
+            indices: None,
+            pipelines: HashMap::new(),
+            transforms: HashMap::new(),
+            drop_last: true,
+            batches_ahead: 3,
+            recompile: false,
+            compile: true,
+            cache: CacheConfig::default(),
+            allocator: Arc::new(HeapAllocator),
+            stage: None,
+        }
+    }
+
+    /// Samples per batch (required, at least 1).
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = Some(batch_size);
+        self
+    }
+
+    /// Threads decoding a batch; -1 (the default) = the CPUs in this process's affinity mask.
+    pub fn num_workers(mut self, num_workers: i64) -> Self {
+        self.num_workers = num_workers;
+        self
+    }
+
+    /// `true` (default): read through the OS page cache; `false`: the process cache.
+    pub fn os_cache(mut self, os_cache: bool) -> Self {
+        self.cache.os_cache = os_cache;
+        self
+    }
+
+    /// The sample order (default [`Order::Sequential`]).
+    pub fn order(mut self, order: impl Into<Order>) -> Self {
+        self.order = order.into();
+        self
+    }
+
+    /// Emulate PyTorch's `DistributedSampler` with [`LoaderBuilder::rank`] and
+    /// [`LoaderBuilder::world_size`].
+    pub fn distributed(mut self, distributed: bool) -> Self {
+        self.distributed = distributed;
+        self
+    }
+
+    /// This process's rank (with `distributed`).
+    pub fn rank(mut self, rank: usize) -> Self {
+        self.rank = rank;
+        self
+    }
+
+    /// Number of ranks (with `distributed`).
+    pub fn world_size(mut self, world_size: usize) -> Self {
+        self.world_size = world_size;
+        self
+    }
+
+    /// The seed of random orders and augmentations (default: drawn, see [`Loader::seed`]).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Only these sample ids (in this order for Sequential; repeats are visited twice).
+    pub fn indices(mut self, indices: impl Into<Vec<u64>>) -> Self {
+        self.indices = Some(indices.into());
+        self
+    }
+
+    /// The pipeline of field `field`: a decoder and transforms.
+    pub fn pipeline(mut self, field: impl Into<String>, spec: PipelineSpec) -> Self {
+        let field = field.into();
+        self.pipelines.remove(&field);
+        self.transforms.insert(field, spec);
+        self
+    }
+
+    /// The decoder of field `field` by choice (default, disabled or a decoder, no
+    /// transforms); what `--decoder FIELD=SPEC` sets.
+    pub fn decoder(mut self, field: impl Into<String>, choice: DecoderChoice) -> Self {
+        let field = field.into();
+        self.transforms.remove(&field);
+        self.pipelines.insert(field, choice);
+        self
+    }
+
+    /// Leave field `field` out of the batches.
+    pub fn disable(self, field: impl Into<String>) -> Self {
+        self.decoder(field, DecoderChoice::Disabled)
+    }
+
+    /// Drop the final partial batch (default `true`).
+    pub fn drop_last(mut self, drop_last: bool) -> Self {
+        self.drop_last = drop_last;
+        self
+    }
+
+    /// Batches prepared ahead of the consumer (default 3); the loader keeps
+    /// `batches_ahead + 2` slots.
+    pub fn batches_ahead(mut self, batches_ahead: usize) -> Self {
+        self.batches_ahead = batches_ahead;
+        self
+    }
+
+    /// Re-declare decoders and regenerate pipeline code at every epoch (default `false`).
+    pub fn recompile(mut self, recompile: bool) -> Self {
+        self.recompile = recompile;
+        self
+    }
+
+    /// Compile pipelines with Cranelift (default `true`); `false` interprets them.
+    pub fn compile(mut self, compile: bool) -> Self {
+        self.compile = compile;
+        self
+    }
+
+    /// Process cache: batches ahead at which a page may be fetched (default 3).
+    pub fn prefetch_ahead(mut self, batches: usize) -> Self {
+        self.cache.prefetch_ahead = batches;
+        self
+    }
+
+    /// Process cache: page-reader threads (default 12).
+    pub fn reader_threads(mut self, threads: usize) -> Self {
+        self.cache.reader_threads = threads;
+        self
+    }
+
+    /// Process cache: read pages with `O_DIRECT` (default `false`).
+    pub fn direct_io(mut self, direct_io: bool) -> Self {
+        self.cache.direct_io = direct_io;
+        self
+    }
+
+    /// Process cache: most bytes of page slots an epoch may use (default: the OS's
+    /// available memory).
+    pub fn max_memory(mut self, bytes: u64) -> Self {
+        self.cache.max_memory = Some(bytes);
+        self
+    }
+
+    /// Every page-cache knob at once.
+    pub fn cache_config(mut self, config: CacheConfig) -> Self {
+        self.cache = config;
+        self
+    }
+
+    /// Where slot buffers come from (default: 64-byte aligned heap memory). A GPU stage
+    /// supplies pinned host memory here.
+    pub fn slot_allocator(mut self, allocator: Arc<dyn SlotAllocator>) -> Self {
+        self.allocator = allocator;
+        self
+    }
+
+    /// A hook run on every batch after the CPU pipelines (e.g. a GPU copy).
+    pub fn slot_stage(mut self, stage: Arc<dyn SlotStage>) -> Self {
+        self.stage = Some(stage);
+        self
+    }
+
+    /// Uses an already opened reader instead of opening the path.
+    pub fn reader(mut self, reader: Arc<Reader>) -> Self {
+        self.path = reader.path().to_owned();
+        self.reader = Some(reader);
+        self
+    }
+
+    fn config_error(&self, reason: impl Into<String>) -> Error {
+        Error::Config {
+            path: self.path.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Checks the knobs, opens the file, declares every field's pipeline and plans (or
+    /// compiles) it, and starts the worker pool.
+    pub fn build(self) -> Result<Loader> {
+        let batch_size = match self.batch_size {
+            None => return Err(self.config_error("batch_size is required")),
+            Some(0) => return Err(self.config_error("batch_size must be at least 1")),
+            Some(b) => b,
+        };
+        let num_workers = match self.num_workers {
+            -1 => crate::cpus::affinity_cpus(),
+            n if n >= 1 => n as usize,
+            n => {
+                return Err(self.config_error(format!(
+                    "num_workers must be -1 (all CPUs of this process) or at least 1, got {n}"
+                )));
+            }
+        };
+        if self.batches_ahead == 0 {
+            return Err(self.config_error("batches_ahead must be at least 1"));
+        }
+        if !self.distributed && (self.rank != 0 || self.world_size != 1) {
+            return Err(self.config_error(format!(
+                "rank {} / world_size {} given without distributed(true)",
+                self.rank, self.world_size
+            )));
+        }
+        if let Order::Custom(_) = self.order {
+            if self.distributed {
+                return Err(self.config_error(
+                    "a custom order decides each rank's samples itself; do not set distributed",
+                ));
+            }
+            if self.indices.is_some() {
+                return Err(self.config_error(
+                    "a custom order decides the samples itself; do not set indices",
+                ));
+            }
+        }
+        if !self.cache.os_cache && self.cache.reader_threads == 0 {
+            return Err(self.config_error("reader_threads must be at least 1"));
+        }
+        let known: Vec<&String> = self
+            .pipelines
+            .keys()
+            .chain(self.transforms.keys())
+            .collect();
+
+        let reader = match &self.reader {
+            Some(r) => Arc::clone(r),
+            None => Arc::new(Reader::open(&self.path)?),
+        };
+        let path = reader.path().to_owned();
+        for name in known {
+            if reader.field_index(name).is_none() {
+                let names: Vec<&str> = reader.fields().iter().map(|f| f.name.as_str()).collect();
+                return Err(self.config_error(format!(
+                    "a pipeline names field {name:?}, which the file does not have (fields: {})",
+                    names.join(", ")
+                )));
+            }
+        }
+        let num_samples = reader.num_samples();
+        let distributed = if self.distributed {
+            Some(Distributed::new(self.world_size, self.rank)?)
+        } else {
+            None
+        };
+        let seed = match self.seed {
+            Some(s) => s,
+            None if distributed.is_some() && matches!(self.order, Order::Random) => {
+                tracing::warn!(
+                    "distributed Random order without a seed: using seed 0 so that every rank \
+                     draws the same permutation (set a seed to silence this)"
+                );
+                0
+            }
+            None => draw_seed(),
+        };
+        let indices = match &self.indices {
+            Some(ix) => {
+                if let Some((pos, &bad)) = ix.iter().enumerate().find(|&(_, &s)| s >= num_samples) {
+                    return Err(self.config_error(format!(
+                        "indices[{pos}] = {bad} is out of range: the file has {num_samples} samples"
+                    )));
+                }
+                ix.clone()
+            }
+            None => (0..num_samples).collect(),
+        };
+        let order: Arc<dyn TraversalOrder> = match &self.order {
+            Order::Custom(o) => Arc::clone(o),
+            built_in => {
+                let kind = match built_in {
+                    Order::Sequential => OrderKind::Sequential,
+                    Order::Random => OrderKind::Random,
+                    _ => OrderKind::QuasiRandom,
+                };
+                let spec = OrderSpec {
+                    seed,
+                    distributed,
+                    ..OrderSpec::new(kind, batch_size)
+                };
+                let pages = (kind == OrderKind::QuasiRandom).then(|| {
+                    let map = reader.page_map();
+                    SamplePages::from_fn(num_samples, |s| map.pages_of_sample(s).first().copied())
+                });
+                Arc::from(spec.build(indices.clone(), pages.as_ref())?)
+            }
+        };
+
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(num_workers)
+            .thread_name(|i| format!("ffcv-worker-{i}"))
+            .build()
+            .map_err(|e| Error::Setup {
+                path: path.clone(),
+                what: "worker threads",
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        let pool = Arc::new(pool);
+        let fields = plan_fields(&reader, &self, &pool)?;
+        if fields.is_empty() {
+            return Err(self.config_error("every field is disabled: a batch would be empty"));
+        }
+        let cache = PageCache::new(Arc::clone(&reader), &self.cache)?;
+        let slots = Arc::new(SlotPool::new(
+            Arc::clone(&self.allocator),
+            self.stage.clone(),
+            self.batches_ahead + 2,
+        ));
+        let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
+        tracing::debug!(
+            path = %path.display(),
+            batch_size, num_workers, seed,
+            outputs = outputs.len(),
+            "built loader"
+        );
+        let shared = Shared {
+            path,
+            reader,
+            cache,
+            order,
+            indices,
+            batch_size,
+            num_workers,
+            seed,
+            drop_last: self.drop_last,
+            batches_ahead: self.batches_ahead,
+            recompile: self.recompile,
+            pool,
+            fields: Mutex::new(fields),
+            outputs: Mutex::new(outputs),
+            slots,
+            counters: Counters::default(),
+            live_producers: Arc::new(AtomicUsize::new(0)),
+        };
+        Ok(Loader {
+            shared: Arc::new(shared),
+            builder: LoaderBuilder {
+                seed: Some(seed),
+                ..self
+            },
+            next_epoch: 0,
+        })
+    }
+}
+
+/// A seed drawn from the standard library's per-process random keys (32 bits, so that it
+/// is also a valid NumPy/PyTorch seed when reproduced there).
+fn draw_seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish() & 0xFFFF_FFFF
+}
+
+/// One enabled field: its decoder's kernel context, its executor and its output.
+pub(crate) struct FieldRunner {
+    pub(crate) field: usize,
+    pub(crate) field_type: FieldType,
+    pub(crate) spec: PipelineSpec,
+    pub(crate) context: Arc<DecoderContext>,
+    pub(crate) executor: Executor,
+    pub(crate) output: OutputInfo,
+}
+
+impl FieldRunner {
+    /// Declares the decoder for the field and builds the pipeline over records.
+    fn declare(
+        reader: &Reader,
+        field: usize,
+        spec: &PipelineSpec,
+    ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
+        let f = &reader.fields()[field];
+        let info = FieldInfo {
+            reader,
+            index: field,
+            field: f,
+        };
+        let bad = |reason: String| Error::Config {
+            path: reader.path().to_owned(),
+            reason: format!("field {:?}: {}: {reason}", f.name, spec.decoder.name()),
+        };
+        let out = spec.decoder.declare(&info).map_err(bad)?;
+        let row_bytes = out
+            .row_bytes()
+            .ok_or_else(|| bad(format!("output shape {:?} exceeds memory", out.shape)))?;
+        if out.state.bytes().ok() != Some(row_bytes) {
+            return Err(bad(format!(
+                "declared state {:?} does not hold the {row_bytes} bytes of shape {:?} {}",
+                out.state,
+                out.shape,
+                out.dtype.descr()
+            )));
+        }
+        let op = DecoderOp::new(Arc::clone(&spec.decoder), out.clone(), row_bytes);
+        let context = op.context();
+        let mut pipeline = Pipeline::new(record_state()).then(op);
+        for t in &spec.transforms {
+            pipeline.push(Arc::clone(t));
+        }
+        let output = if spec.transforms.is_empty() {
+            OutputInfo {
+                name: f.name.clone(),
+                field,
+                shape: out.shape,
+                dtype: out.dtype,
+                kind: out.kind,
+                row_bytes,
+            }
+        } else {
+            let plan = pipeline.plan().map_err(|source| Error::Pipeline {
+                path: reader.path().to_owned(),
+                field: f.name.clone(),
+                source,
+            })?;
+            let state = plan.output();
+            OutputInfo {
+                name: f.name.clone(),
+                field,
+                shape: state.shape.clone(),
+                dtype: numpy_dtype(state.dtype),
+                kind: OutputKind::Array,
+                row_bytes: plan.output_bytes(),
+            }
+        };
+        Ok((pipeline, context, output))
+    }
+
+    fn new(
+        reader: &Reader,
+        field: usize,
+        spec: PipelineSpec,
+        compile: bool,
+        pool: &Arc<rayon::ThreadPool>,
+    ) -> Result<FieldRunner> {
+        let (pipeline, context, output) = FieldRunner::declare(reader, field, &spec)?;
+        let executor =
+            Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
+                Error::Pipeline {
+                    path: reader.path().to_owned(),
+                    field: output.name.clone(),
+                    source,
+                }
+            })?;
+        Ok(FieldRunner {
+            field,
+            field_type: reader.fields()[field].field_type.clone(),
+            spec,
+            context,
+            executor,
+            output,
+        })
+    }
+
+    /// `recompile`: declares again and regenerates the code.
+    pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
+        let (pipeline, context, output) = FieldRunner::declare(reader, self.field, &self.spec)?;
+        self.executor
+            .rebuild(&pipeline)
+            .map_err(|source| Error::Pipeline {
+                path: reader.path().to_owned(),
+                field: output.name.clone(),
+                source,
+            })?;
+        self.context = context;
+        self.output = output;
+        Ok(())
+    }
+}
+
+fn plan_fields(
+    reader: &Reader,
+    b: &LoaderBuilder,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<Vec<FieldRunner>> {
+    let mut runners = Vec::new();
+    for (index, field) in reader.fields().iter().enumerate() {
+        let spec = if let Some(spec) = b.transforms.get(&field.name) {
+            spec.clone()
+        } else {
+            let decoder = match b.pipelines.get(&field.name) {
+                Some(DecoderChoice::Disabled) => continue,
+                Some(DecoderChoice::Decoder(d)) => Arc::clone(d),
+                Some(DecoderChoice::Default) | None => default_decoder(&field.field_type)
+                    .ok_or_else(|| Error::NoDecoder {
+                        path: reader.path().to_owned(),
+                        field: field.name.clone(),
+                        field_type: field.field_type.type_name(),
+                    })?,
+            };
+            PipelineSpec::from_arc(decoder)
+        };
+        runners.push(FieldRunner::new(reader, index, spec, b.compile, pool)?);
+    }
+    Ok(runners)
+}
+
+/// Counters the producer updates.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) epochs: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) samples: AtomicU64,
+    pub(crate) payload_bytes: AtomicU64,
+    pub(crate) wait_pages_ns: AtomicU64,
+    pub(crate) decode_ns: AtomicU64,
+    pub(crate) wait_slot_ns: AtomicU64,
+}
+
+/// What the producer thread of an epoch shares with the loader.
+pub(crate) struct Shared {
+    pub(crate) path: PathBuf,
+    pub(crate) reader: Arc<Reader>,
+    pub(crate) cache: PageCache,
+    pub(crate) order: Arc<dyn TraversalOrder>,
+    pub(crate) indices: Vec<u64>,
+    pub(crate) batch_size: usize,
+    pub(crate) num_workers: usize,
+    pub(crate) seed: u64,
+    pub(crate) drop_last: bool,
+    pub(crate) batches_ahead: usize,
+    pub(crate) recompile: bool,
+    pub(crate) pool: Arc<rayon::ThreadPool>,
+    pub(crate) fields: Mutex<Vec<FieldRunner>>,
+    pub(crate) outputs: Mutex<Arc<[OutputInfo]>>,
+    pub(crate) slots: Arc<SlotPool>,
+    pub(crate) counters: Counters,
+    pub(crate) live_producers: Arc<AtomicUsize>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counters of a loader, summed over its epochs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoaderStats {
+    /// Epochs started.
+    pub epochs: u64,
+    /// Batches produced.
+    pub batches: u64,
+    /// Samples produced.
+    pub samples: u64,
+    /// Stored bytes of the produced samples' enabled fields (data plus 8 bytes per
+    /// Int/Float value).
+    pub payload_bytes: u64,
+    /// Time the producer waited for pages (`start_batch`).
+    pub wait_pages: Duration,
+    /// Time spent gathering and running the pipelines.
+    pub decode: Duration,
+    /// Time the producer waited for room in the queue (the consumer was behind).
+    pub wait_slot: Duration,
+    /// Bytes the process cache read from storage (0 with the OS cache, which reads
+    /// through the kernel).
+    pub storage_bytes_read: u64,
+    /// Batch slots in existence.
+    pub slots: usize,
+    /// Slot allocations so far (stays at `slots` unless sizes changed).
+    pub slot_allocations: usize,
+}
+
+/// The FFCV loader over one `.beton` file.
+///
+/// Build it with [`Loader::builder`]; iterate an epoch with [`Loader::iter`] (or `for batch in
+/// &mut loader`). Each epoch advances [`Loader::next_epoch`].
+pub struct Loader {
+    pub(crate) shared: Arc<Shared>,
+    builder: LoaderBuilder,
+    next_epoch: u64,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("path", &self.shared.path)
+            .field("batch_size", &self.shared.batch_size)
+            .field("num_workers", &self.shared.num_workers)
+            .field("seed", &self.shared.seed)
+            .field("next_epoch", &self.next_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loader {
+    /// A builder for a loader over the `.beton` file at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> LoaderBuilder {
+        LoaderBuilder::new(path.as_ref().to_owned())
+    }
+
+    /// Batches per epoch, as FFCV's `len(loader)`: with `drop_last`, full batches only.
+    pub fn len(&self) -> usize {
+        let n = self.shared.order.samples_per_epoch();
+        let b = self.shared.batch_size;
+        if self.shared.drop_last {
+            n / b
+        } else {
+            n.div_ceil(b)
+        }
+    }
+
+    /// Whether an epoch yields no batch.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The seed in use (given, or drawn at build: pass it to `seed` to repeat a run).
+    pub fn seed(&self) -> u64 {
+        self.shared.seed
+    }
+
+    /// The epoch the next [`Loader::iter`] runs.
+    pub fn next_epoch(&self) -> u64 {
+        self.next_epoch
+    }
+
+    /// Sets the epoch the next [`Loader::iter`] runs (to resume a run).
+    pub fn set_next_epoch(&mut self, epoch: u64) {
+        self.next_epoch = epoch;
+    }
+
+    /// Samples per batch.
+    pub fn batch_size(&self) -> usize {
+        self.shared.batch_size
+    }
+
+    /// Worker threads.
+    pub fn num_workers(&self) -> usize {
+        self.shared.num_workers
+    }
+
+    /// The file's reader.
+    pub fn reader(&self) -> &Arc<Reader> {
+        &self.shared.reader
+    }
+
+    /// The sample ids the loader draws from (before ordering and distribution).
+    pub fn indices(&self) -> &[u64] {
+        &self.shared.indices
+    }
+
+    /// The outputs of each batch (one per enabled field, in field order).
+    pub fn outputs(&self) -> Arc<[OutputInfo]> {
+        Arc::clone(&lock(&self.shared.outputs))
+    }
+
+    /// The sample order of `epoch`, as the loader will visit it.
+    pub fn order(&self, epoch: u64) -> Vec<u64> {
+        self.shared.order.order(epoch)
+    }
+
+    /// Runs one epoch: returns an iterator of batches and advances [`Loader::next_epoch`].
+    /// Dropping the iterator early stops the epoch and joins its threads.
+    pub fn iter(&mut self) -> EpochIter<'_> {
+        let epoch = self.next_epoch;
+        self.next_epoch += 1;
+        EpochIter::start(Arc::clone(&self.shared), epoch)
+    }
+
+    /// A loader over the samples whose field `field` satisfies `predicate` (FFCV's
+    /// `Loader.filter`), with every other knob (and the seed) of this one.
+    pub fn filter(
+        &self,
+        field: &str,
+        mut predicate: impl FnMut(FieldValue<'_>) -> bool,
+    ) -> Result<Loader> {
+        let reader = &self.shared.reader;
+        let index = reader.field_index(field).ok_or_else(|| Error::Config {
+            path: self.shared.path.clone(),
+            reason: format!("filter: no field named {field:?}"),
+        })?;
+        if let Order::Custom(_) = self.builder.order {
+            return Err(Error::Config {
+                path: self.shared.path.clone(),
+                reason: "filter needs a built-in order (a custom order decides its own samples)"
+                    .into(),
+            });
+        }
+        let mut keep = Vec::new();
+        for &sample in &self.shared.indices {
+            let value = match reader.metadata(sample, index)? {
+                FieldMetadata::Int(v) => FieldValue::Int(v),
+                FieldMetadata::Float(v) => FieldValue::Float(v),
+                _ => FieldValue::Data(reader.field_data(sample, index)?.unwrap_or_default()),
+            };
+            if predicate(value) {
+                keep.push(sample);
+            }
+        }
+        let builder = LoaderBuilder {
+            indices: Some(keep),
+            reader: Some(Arc::clone(reader)),
+            ..self.builder.clone()
+        };
+        builder.build()
+    }
+
+    /// Counters summed over every epoch so far.
+    pub fn stats(&self) -> LoaderStats {
+        let c = &self.shared.counters;
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        LoaderStats {
+            epochs: c.epochs.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            samples: c.samples.load(Ordering::Relaxed),
+            payload_bytes: c.payload_bytes.load(Ordering::Relaxed),
+            wait_pages: ns(&c.wait_pages_ns),
+            decode: ns(&c.decode_ns),
+            wait_slot: ns(&c.wait_slot_ns),
+            storage_bytes_read: self.shared.cache.stats().storage_bytes_read,
+            slots: self.shared.slots.total(),
+            slot_allocations: self.shared.slots.allocations(),
+        }
+    }
+
+    /// Threads the loader runs besides its worker pool: producer threads and page
+    /// readers (0 when no epoch is running).
+    pub fn live_threads(&self) -> usize {
+        let readers = match &self.shared.cache {
+            PageCache::Process(c) => c.live_reader_threads(),
+            PageCache::Os(_) => 0,
+        };
+        self.shared.live_producers.load(Ordering::SeqCst) + readers
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Loader {
+    type Item = Result<crate::Batch>;
+    type IntoIter = EpochIter<'a>;
+
+    fn into_iter(self) -> EpochIter<'a> {
+        self.iter()
+    }
+}

@@ -1,0 +1,159 @@
+//! The loader's batch slots: output buffers allocated once and handed from the producer to
+//! a [`crate::Batch`] guard and back. A slot is either free (in the pool), being filled (owned by
+//! the producer) or held (owned by a batch): ownership moves, so a held batch can never
+//! be overwritten. When the producer needs a slot and none is free, the pool grows by one.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::memory::{SlotAllocator, SlotMemory};
+
+/// A hook run on every batch after the CPU pipelines, on the producer thread, and told
+/// when the batch's guard drops. This is where a GPU stage copies pinned slot buffers to
+/// the device on the slot's stream and records the event that guards the slot's reuse.
+pub trait SlotStage: Send + Sync {
+    /// Called once a batch's CPU outputs are complete, before the batch is queued.
+    fn process(&self, slot: usize, outputs: &mut [SlotOutput<'_>]) -> Result<(), String>;
+
+    /// Called when the batch in `slot` has been dropped by the consumer (its buffers may
+    /// be reused once this returns).
+    fn released(&self, _slot: usize) {}
+}
+
+/// One output buffer of a slot, as a [`SlotStage`] sees it.
+#[derive(Debug)]
+pub struct SlotOutput<'a> {
+    /// The output's name.
+    pub name: &'a str,
+    /// The rows of the batch's samples.
+    pub bytes: &'a mut [u8],
+    /// Samples in the batch.
+    pub samples: usize,
+}
+
+/// One slot's buffers.
+pub(crate) struct Slot {
+    pub(crate) index: usize,
+    /// One buffer per output (`batch_size * row_bytes`).
+    pub(crate) buffers: Vec<Box<dyn SlotMemory>>,
+    /// Per-sample lengths per output (empty for outputs without lengths).
+    pub(crate) lengths: Vec<Vec<u64>>,
+    /// The batch's sample ids.
+    pub(crate) sample_ids: Vec<u64>,
+    sizes: Vec<usize>,
+}
+
+struct PoolState {
+    free: Vec<Slot>,
+    /// Slots in existence (free, filling or held).
+    total: usize,
+    next_index: usize,
+}
+
+/// The slots of one loader.
+pub(crate) struct SlotPool {
+    state: Mutex<PoolState>,
+    allocator: Arc<dyn SlotAllocator>,
+    stage: Option<Arc<dyn SlotStage>>,
+    /// Slots the loader plans for (`batches_ahead + 2`).
+    target: usize,
+    allocations: AtomicUsize,
+}
+
+impl SlotPool {
+    pub(crate) fn new(
+        allocator: Arc<dyn SlotAllocator>,
+        stage: Option<Arc<dyn SlotStage>>,
+        target: usize,
+    ) -> SlotPool {
+        SlotPool {
+            state: Mutex::new(PoolState {
+                free: Vec::new(),
+                total: 0,
+                next_index: 0,
+            }),
+            allocator,
+            stage,
+            target,
+            allocations: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A free slot whose buffers have `sizes` bytes (one per output), allocating one if
+    /// none is free. Never blocks and never takes a slot a batch holds.
+    pub(crate) fn take(&self, sizes: &[usize], lengths: &[bool]) -> std::io::Result<Slot> {
+        let mut st = self.lock();
+        while let Some(slot) = st.free.pop() {
+            if slot.sizes == sizes {
+                return Ok(slot);
+            }
+            // Sizes changed (recompile): this slot's buffers no longer fit; free them.
+            st.total -= 1;
+        }
+        st.total += 1;
+        let index = st.next_index;
+        st.next_index += 1;
+        if st.total > self.target {
+            tracing::warn!(
+                slots = st.total,
+                planned = self.target,
+                "every batch slot is held by the consumer; growing the pool by one \
+                 (drop batches sooner, or raise batches_ahead)"
+            );
+        }
+        drop(st);
+        let made = self.allocate(index, sizes, lengths);
+        if made.is_err() {
+            self.lock().total -= 1;
+        }
+        made
+    }
+
+    fn allocate(&self, index: usize, sizes: &[usize], lengths: &[bool]) -> std::io::Result<Slot> {
+        let buffers = sizes
+            .iter()
+            .map(|&b| self.allocator.allocate(b))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            slot = index,
+            bytes = sizes.iter().sum::<usize>(),
+            "allocated batch slot"
+        );
+        Ok(Slot {
+            index,
+            buffers,
+            lengths: lengths.iter().map(|_| Vec::new()).collect(),
+            sample_ids: Vec::new(),
+            sizes: sizes.to_vec(),
+        })
+    }
+
+    /// Returns a slot to the pool (a batch dropped, or the producer did not use it).
+    pub(crate) fn give_back(&self, slot: Slot) {
+        let index = slot.index;
+        self.lock().free.push(slot);
+        if let Some(stage) = &self.stage {
+            stage.released(index);
+        }
+    }
+
+    /// The hook after the CPU stages, if any.
+    pub(crate) fn stage(&self) -> Option<&Arc<dyn SlotStage>> {
+        self.stage.as_ref()
+    }
+
+    /// Slots in existence.
+    pub(crate) fn total(&self) -> usize {
+        self.lock().total
+    }
+
+    /// How many slots were ever allocated.
+    pub(crate) fn allocations(&self) -> usize {
+        self.allocations.load(Ordering::Relaxed)
+    }
+}
