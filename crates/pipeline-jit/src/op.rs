@@ -17,18 +17,68 @@ pub struct KernelArgs {
     pub sample: u64,
     /// Seed of this sample's generator for this operation ([`crate::rng::sample_rng`]).
     pub seed: u64,
-    /// The sample's input (`input_len` readable bytes; dangling if 0).
+    /// The sample's input (`input_len` readable bytes; may be null when 0).
     pub input: *const u8,
     /// Bytes of input.
     pub input_len: usize,
-    /// The sample's output (`output_len` writable bytes, aligned to 16).
+    /// The sample's output (`output_len` writable bytes; no alignment promised).
     pub output: *mut u8,
     /// Bytes of output.
     pub output_len: usize,
-    /// Per-sample scratch space the operation asked for (`scratch_len` writable bytes).
+    /// Per-sample scratch space the operation asked for (`scratch_len` writable bytes,
+    /// 16-byte aligned; may be null when 0).
     pub scratch: *mut u8,
     /// Bytes of scratch.
     pub scratch_len: usize,
+}
+
+impl KernelArgs {
+    /// The sample's input bytes.
+    ///
+    /// # Safety
+    /// Only inside a kernel call, on the arguments this crate passed.
+    pub unsafe fn input(&self) -> &[u8] {
+        if self.input_len == 0 {
+            return &[];
+        }
+        // SAFETY: the caller of the kernel guarantees `input` is valid for `input_len` bytes.
+        unsafe { std::slice::from_raw_parts(self.input, self.input_len) }
+    }
+
+    /// The sample's output bytes.
+    ///
+    /// # Safety
+    /// Only inside a kernel call, on the arguments this crate passed, and at most once.
+    #[allow(clippy::mut_from_ref, reason = "the output is a distinct buffer the call owns")]
+    pub unsafe fn output(&self) -> &mut [u8] {
+        if self.output_len == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller guarantees `output` is valid, exclusive, for `output_len` bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.output, self.output_len) }
+    }
+
+    /// The sample's scratch bytes.
+    ///
+    /// # Safety
+    /// Only inside a kernel call, on the arguments this crate passed, and at most once.
+    #[allow(clippy::mut_from_ref, reason = "the scratch is a distinct buffer the call owns")]
+    pub unsafe fn scratch(&self) -> &mut [u8] {
+        if self.scratch_len == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller guarantees `scratch` is valid, exclusive, for `scratch_len` bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.scratch, self.scratch_len) }
+    }
+
+    /// The operation's context, as the `T` given to [`NativeKernel::new`].
+    ///
+    /// # Safety
+    /// Only inside a kernel call, and `T` must be the type the kernel was registered with.
+    pub unsafe fn context<T>(&self) -> &T {
+        // SAFETY: the pointer comes from `Arc::<T>::as_ptr` and the Arc outlives the call.
+        unsafe { &*(self.context as *const T) }
+    }
 }
 
 /// A native kernel: called once per sample; returns 0 on success, anything else is an error

@@ -1,0 +1,203 @@
+//! Property: for random pipelines (shapes, dtypes, constants, chains of 1–6 expressible
+//! operations with native kernels between them) the JIT's output is bit-identical to the
+//! interpreter's, on one and several threads.
+
+mod common;
+
+use std::sync::Arc;
+
+use pipeline_jit::ops::{Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze, ToChw};
+use pipeline_jit::{
+    BinOp, CmpOp, Cond, DType, Expr, ExprKernel, Index, KernelArgs, Lowered, NativeKernel, Operation, Pipeline, RandSpec,
+    State,
+};
+use proptest::prelude::*;
+
+/// A tiny deterministic generator for building random IR.
+struct Gen(u64);
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn small(&mut self) -> f64 {
+        (self.below(2001) as f64 - 1000.0) / 8.0
+    }
+}
+
+/// A user-built expressible operation: a random expression over the input, same shape,
+/// cast to a random type.
+struct RandomIr {
+    seed: u64,
+}
+
+fn rand_index(g: &mut Gen, rank: usize, depth: u32) -> Index {
+    match g.below(if depth == 0 { 3 } else { 6 }) {
+        0 if rank > 0 => Index::Coord(g.below(rank as u64) as usize),
+        0 | 1 => Index::Const(g.below(9) as i64 - 2),
+        2 => Index::Rand(0),
+        3 => rand_index(g, rank, depth - 1).add(rand_index(g, rank, depth - 1)),
+        4 => rand_index(g, rank, depth - 1).sub(rand_index(g, rank, depth - 1)),
+        _ => Index::select(rand_cond(g, rank, depth - 1), rand_index(g, rank, depth - 1), rand_index(g, rank, depth - 1)),
+    }
+}
+
+fn rand_cond(g: &mut Gen, rank: usize, depth: u32) -> Cond {
+    let ops = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+    let c = rand_index(g, rank, depth).cmp(ops[g.below(6) as usize], rand_index(g, rank, depth));
+    match g.below(4) {
+        0 if depth > 0 => c.and(rand_cond(g, rank, depth - 1)),
+        1 if depth > 0 => c.or(rand_cond(g, rank, depth - 1)),
+        2 => c.not(),
+        _ => c,
+    }
+}
+
+fn rand_expr(g: &mut Gen, t: DType, input: &State, depth: u32) -> Expr {
+    let rank = input.shape.len();
+    let leaf = |g: &mut Gen| -> Expr {
+        match g.below(4) {
+            0 => Expr::constant(t, g.small()),
+            1 => Expr::table(t, &[g.small(), g.small(), g.small()], rand_index(g, rank, 1)),
+            2 => Expr::FromIndex(t, Box::new(rand_index(g, rank, 1))),
+            _ => {
+                let coords = (0..rank).map(|_| rand_index(g, rank, 1)).collect();
+                Expr::Input(coords).cast(t)
+            }
+        }
+    };
+    if depth == 0 {
+        return leaf(g);
+    }
+    match g.below(5) {
+        0 => leaf(g),
+        1 => Expr::select(rand_cond(g, rank, 1), rand_expr(g, t, input, depth - 1), rand_expr(g, t, input, depth - 1)),
+        2 => {
+            let u = DType::ALL[g.below(5) as usize];
+            rand_expr(g, u, input, depth - 1).cast(t)
+        }
+        _ => {
+            // No float products: sums of finite inputs stay finite, so no NaN arises whose
+            // payload could legitimately differ between two correct implementations.
+            let ops = if t.is_float() {
+                &[BinOp::Add, BinOp::Sub, BinOp::Min, BinOp::Max][..]
+            } else {
+                &[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Min, BinOp::Max][..]
+            };
+            let op = ops[g.below(ops.len() as u64) as usize];
+            rand_expr(g, t, input, depth - 1).bin(op, rand_expr(g, t, input, depth - 1))
+        }
+    }
+}
+
+impl Operation for RandomIr {
+    fn name(&self) -> String {
+        format!("RandomIr({})", self.seed)
+    }
+    fn lower(&self, input: &State) -> Result<Lowered, String> {
+        let mut g = Gen(self.seed | 1);
+        let t = DType::ALL[g.below(5) as usize];
+        let expr = rand_expr(&mut g, t, input, 3);
+        Ok(Lowered::Expr(ExprKernel {
+            output: State { dtype: t, ..input.clone() },
+            expr,
+            random: vec![RandSpec::Int { lo: -3, hi: 5 }],
+        }))
+    }
+}
+
+/// A native kernel that reverses the sample's bytes and XORs them with its seed's low byte.
+struct ReverseXor;
+
+unsafe extern "C" fn reverse_xor(args: *const KernelArgs) -> i32 {
+    // SAFETY: called by pipeline-jit with valid arguments for the duration of the call.
+    let a = unsafe { &*args };
+    // SAFETY: as above; input and output are distinct buffers of the stated lengths.
+    let (inp, out) = unsafe { (a.input(), a.output()) };
+    for (o, i) in out.iter_mut().zip(inp.iter().rev()) {
+        *o = i ^ (a.seed as u8);
+    }
+    0
+}
+
+impl Operation for ReverseXor {
+    fn name(&self) -> String {
+        "ReverseXor".into()
+    }
+    fn lower(&self, input: &State) -> Result<Lowered, String> {
+        if input.dtype != DType::U8 {
+            return Err("u8 only".into());
+        }
+        Ok(Lowered::Native(NativeKernel::new(input.clone(), reverse_xor, Arc::new(()))))
+    }
+}
+
+/// Pick an operation valid for `state` from `choice` (falling back to a conversion).
+fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
+    let mut g = Gen(choice | 1);
+    let hwc = state.shape.len() == 3;
+    let (h, w, c) = if hwc { (state.shape[0], state.shape[1], state.shape[2]) } else { (0, 0, 0) };
+    let candidates: Vec<Arc<dyn Operation>> = vec![
+        Arc::new(Convert(DType::ALL[g.below(5) as usize])),
+        Arc::new(RandomIr { seed: g.next() }),
+        Arc::new(Clamp { lo: g.small().min(0.0), hi: g.small().max(0.0) }),
+    ];
+    let mut all = candidates;
+    if state.dtype.is_float() {
+        all.push(Arc::new(Scale { mul: g.small() / 16.0, add: g.small() }));
+    }
+    if state.dtype == DType::U8 {
+        all.push(Arc::new(ReverseXor));
+    }
+    if hwc {
+        all.push(Arc::new(RandomHorizontalFlip(g.below(3) as f64 / 2.0)));
+        all.push(Arc::new(ToChw));
+        let mean: Vec<f64> = (0..c).map(|_| g.small()).collect();
+        let std: Vec<f64> = (0..c).map(|_| 1.0 + g.below(100) as f64).collect();
+        let dtype = if g.below(2) == 0 { DType::F32 } else { DType::F64 };
+        all.push(Arc::new(NormalizeImage { mean, std, dtype }));
+        let size = 1 + g.below(h.min(w) as u64) as usize;
+        all.push(Arc::new(Cutout { size, fill: vec![g.small()] }));
+        all.push(Arc::new(RandomTranslate { padding: g.below(3) as usize, fill: (0..c).map(|_| g.small()).collect() }));
+    }
+    all.push(Arc::new(Squeeze));
+    let k = g.below(all.len() as u64) as usize;
+    all.swap_remove(k)
+}
+
+fn build(shape: &[usize], choices: &[u64]) -> Pipeline {
+    let mut p = Pipeline::new(State::cpu(shape.to_vec(), DType::U8));
+    let mut state = p.input().clone();
+    for &c in choices {
+        let op = pick(c, &state);
+        state = op.lower(&state).expect("picked operations accept their state").output().clone();
+        p.push(op);
+    }
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn jit_output_is_bit_identical_to_interpreter(
+        h in 1usize..6, w in 1usize..7, c in 1usize..4,
+        choices in proptest::collection::vec(any::<u64>(), 1..7),
+        batch in 1usize..9,
+        seed in any::<u64>(),
+        epoch in 0u64..3,
+    ) {
+        let p = build(&[h, w, c], &choices);
+        let ids: Vec<u64> = (0..batch as u64).map(|i| i * 7 + 3).collect();
+        let input = common::bytes(batch * h * w * c, seed);
+        let reference = common::run(&p, false, 1, &ids, &input, seed, epoch);
+        prop_assert_eq!(&common::run(&p, true, 1, &ids, &input, seed, epoch), &reference, "JIT, 1 thread: {:?}", p);
+        prop_assert_eq!(&common::run(&p, true, 3, &ids, &input, seed, epoch), &reference, "JIT, 3 threads: {:?}", p);
+        prop_assert_eq!(&common::run(&p, false, 3, &ids, &input, seed, epoch), &reference, "interpreter, 3 threads: {:?}", p);
+    }
+}
