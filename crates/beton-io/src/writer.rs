@@ -304,14 +304,26 @@ impl DatasetWriter {
     /// On error the temporary file is removed and `path` is left untouched.
     pub fn write<S: SampleSource + ?Sized>(&self, source: &S) -> Result<WriteSummary> {
         let tmp = temp_path(&self.path);
-        let result = self.write_to(&tmp, source);
+        // A panicking source must not leave the temporary file behind either.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_to(&tmp, source)));
+        let result = match result {
+            Ok(r) => r.and_then(|summary| {
+                std::fs::rename(&tmp, &self.path)
+                    .map(|()| summary)
+                    .map_err(|source| Error::Io {
+                        path: self.path.clone(),
+                        op: format!("rename {} into place", tmp.display()),
+                        source,
+                    })
+            }),
+            Err(panic) => {
+                let _ = std::fs::remove_file(&tmp);
+                std::panic::resume_unwind(panic);
+            }
+        };
         match result {
             Ok(summary) => {
-                std::fs::rename(&tmp, &self.path).map_err(|source| Error::Io {
-                    path: self.path.clone(),
-                    op: format!("rename {} into place", tmp.display()),
-                    source,
-                })?;
                 tracing::debug!(path = %self.path.display(), ?summary, "wrote .beton");
                 Ok(summary)
             }

@@ -542,3 +542,63 @@ proptest! {
         check_file(&path, &|i| src.sample(i).unwrap(), sizes.len() as u64);
     }
 }
+
+#[test]
+fn a_file_being_written_never_opens_as_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.beton");
+    let seen = Mutex::new(Vec::new());
+    let fields = vec![
+        FieldSpec::new("i", FieldType::Int),
+        FieldSpec::new("b", FieldType::Bytes),
+    ];
+    let src = from_fn(200, |i| {
+        if i == 150 {
+            // Mid-write: only the temporary file exists, and its header is still zero.
+            for entry in std::fs::read_dir(dir.path()).unwrap() {
+                let p = entry.unwrap().path();
+                seen.lock()
+                    .unwrap()
+                    .push((p.clone(), Reader::open(&p).map(|_| ())));
+            }
+        }
+        Ok(vec![
+            FieldValue::Int(i as i64),
+            FieldValue::Bytes(vec![1; 30_000]),
+        ])
+    });
+    DatasetWriter::new(&path, fields)
+        .unwrap()
+        .with_num_workers(1)
+        .write(&src)
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_ne!(seen[0].0, path);
+    assert!(
+        matches!(seen[0].1, Err(Error::UnsupportedVersion { version: 0, .. })),
+        "{seen:?}"
+    );
+    assert_eq!(Reader::open(&path).unwrap().num_samples(), 200);
+}
+
+#[test]
+fn a_panicking_source_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.beton");
+    let src = from_fn(10, |i| {
+        assert!(i != 5, "source bug");
+        Ok(vec![FieldValue::Int(0)])
+    });
+    let writer = DatasetWriter::new(&path, vec![FieldSpec::new("i", FieldType::Int)]).unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.write(&src)));
+    assert!(outcome.is_err());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn reader_and_writer_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Reader>();
+    shareable::<DatasetWriter>();
+}
