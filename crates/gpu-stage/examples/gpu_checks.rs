@@ -17,7 +17,7 @@
 //!   the host) against a plain pinned `memcpy_htod` loop of the same buffers in the same run;
 //!   passes at ≥ 90 %.
 //! - `normalize_matches_cpu`: 64 images of 224×224×3 with random flips, to f32, f16 and bf16 on
-//!   the device, compared with the CPU reference; passes when bit-identical.
+//!   the device (and f64), compared with the CPU reference; passes when bit-identical.
 //! - `device_memory_flat`: `cuMemGetInfo` after each of 20 epochs of a 256×224×224×3 f16 stage;
 //!   passes when free memory moves by at most 1 MiB after the first epoch.
 //! - `pinned_flags0_cpu_access`: CPU write and read speed of pinned memory with flags 0 (what
@@ -420,7 +420,7 @@ fn normalize_matches_cpu(device: &Device) -> CheckResult {
     let flips: Vec<u8> = random_bytes(B, 8).iter().map(|b| b & 1).collect();
     let mut parts = Vec::new();
     let mut differing_total = 0;
-    for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16] {
+    for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64] {
         let stage = Stage::new(
             device,
             StageConfig {

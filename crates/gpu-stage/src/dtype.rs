@@ -49,7 +49,7 @@ impl Dtype {
 
     /// Whether the normalize kernel can produce this type.
     pub fn is_normalize_output(self) -> bool {
-        matches!(self, Dtype::F32 | Dtype::F16 | Dtype::Bf16)
+        matches!(self, Dtype::F64 | Dtype::F32 | Dtype::F16 | Dtype::Bf16)
     }
 }
 

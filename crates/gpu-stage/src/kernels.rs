@@ -43,6 +43,14 @@ __device__ __forceinline__ void hwc_to_chw_lookup(
     }
 }
 
+extern "C" __global__ void ffcv_hwc_to_chw_lookup64(
+    const unsigned char* src, const unsigned long long* table, const unsigned char* flips,
+    unsigned long long* dst, unsigned long long batch, unsigned long long height,
+    unsigned long long width, unsigned long long channels)
+{
+    hwc_to_chw_lookup<unsigned long long>(src, table, flips, dst, batch, height, width, channels);
+}
+
 extern "C" __global__ void ffcv_hwc_to_chw_lookup32(
     const unsigned char* src, const unsigned int* table, const unsigned char* flips,
     unsigned int* dst, unsigned long long batch, unsigned long long height,
@@ -67,6 +75,8 @@ pub(crate) const BLOCK_THREADS: u32 = 256;
 #[derive(Debug)]
 pub(crate) struct Kernels {
     _module: Arc<CudaModule>,
+    /// For 8-byte outputs (f64).
+    pub(crate) lookup64: CudaFunction,
     /// For 4-byte outputs (f32).
     pub(crate) lookup32: CudaFunction,
     /// For 2-byte outputs (f16, bf16).
@@ -117,6 +127,7 @@ impl Kernels {
                 .load_function(name)
                 .map_err(driver(format!("finding kernel {name}")))
         };
+        let lookup64 = load("ffcv_hwc_to_chw_lookup64")?;
         let lookup32 = load("ffcv_hwc_to_chw_lookup32")?;
         let lookup16 = load("ffcv_hwc_to_chw_lookup16")?;
         let sms = device
@@ -132,6 +143,7 @@ impl Kernels {
         );
         Ok(Kernels {
             _module: module,
+            lookup64,
             lookup32,
             lookup16,
             // Enough resident blocks to fill every SM several times over.

@@ -1,6 +1,6 @@
 //! Stages batches from pinned host memory onto a CUDA device, FFCV-style: one stream per
 //! slot, events guarding every reuse, and an NVRTC-compiled kernel that turns u8 HWC images
-//! into normalized f32/f16/bf16 CHW on the device.
+//! into normalized f64/f32/f16/bf16 CHW on the device.
 //!
 //! # Overview
 //!

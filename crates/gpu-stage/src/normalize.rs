@@ -1,4 +1,4 @@
-//! u8 HWC → f32/f16/bf16 CHW with per-channel normalize and optional horizontal flip: the
+//! u8 HWC → f64/f32/f16/bf16 CHW with per-channel normalize and optional horizontal flip: the
 //! lookup table both the device kernel and the CPU reference use, and the CPU reference itself.
 //!
 //! As FFCV's `NormalizeImage`, every output value is `(v - mean[c]) / std[c]` computed in f64
@@ -18,7 +18,7 @@ pub struct Normalize {
     pub mean: Vec<f64>,
     /// Per-channel standard deviation, same units; must be finite and non-zero.
     pub std: Vec<f64>,
-    /// Output element type: [`Dtype::F32`], [`Dtype::F16`] or [`Dtype::Bf16`].
+    /// Output element type: [`Dtype::F64`], [`Dtype::F32`], [`Dtype::F16`] or [`Dtype::Bf16`].
     pub dtype: Dtype,
 }
 
@@ -70,8 +70,8 @@ impl ImageShape {
 pub struct NormalizeTable {
     dtype: Dtype,
     channels: usize,
-    /// Bit patterns, widened to u32 (f16/bf16 use the low 16 bits).
-    bits: Vec<u32>,
+    /// Bit patterns, widened to u64 (narrower types use the low bits).
+    bits: Vec<u64>,
 }
 
 impl NormalizeTable {
@@ -95,7 +95,7 @@ impl NormalizeTable {
         }
         if !normalize.dtype.is_normalize_output() {
             return Err(invalid(format!(
-                "normalize outputs float32, float16 or bfloat16, not {}",
+                "normalize outputs float64, float32, float16 or bfloat16, not {}",
                 normalize.dtype
             )));
         }
@@ -112,10 +112,11 @@ impl NormalizeTable {
             for c in 0..channels {
                 let x = (f64::from(v) - normalize.mean[c]) / normalize.std[c];
                 bits.push(match normalize.dtype {
+                    Dtype::F64 => x.to_bits(),
                     // `as f32` rounds to nearest, ties to even.
-                    Dtype::F32 => (x as f32).to_bits(),
-                    Dtype::F16 => u32::from(f64_to_f16_bits(x)),
-                    _ => u32::from(f64_to_bf16_bits(x)),
+                    Dtype::F32 => u64::from((x as f32).to_bits()),
+                    Dtype::F16 => u64::from(f64_to_f16_bits(x)),
+                    _ => u64::from(f64_to_bf16_bits(x)),
                 });
             }
         }
@@ -137,19 +138,16 @@ impl NormalizeTable {
     }
 
     /// The output bit pattern for byte value `v` in channel `c`.
-    pub fn get(&self, v: u8, c: usize) -> u32 {
+    pub fn get(&self, v: u8, c: usize) -> u64 {
         self.bits[usize::from(v) * self.channels + c]
     }
 
     /// The table as the device stores it: little-endian elements of the output size.
     pub fn to_device_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bits.len() * self.dtype.size());
+        let size = self.dtype.size();
+        let mut out = Vec::with_capacity(self.bits.len() * size);
         for &b in &self.bits {
-            if self.dtype.size() == 4 {
-                out.extend_from_slice(&b.to_le_bytes());
-            } else {
-                out.extend_from_slice(&(b as u16).to_le_bytes());
-            }
+            out.extend_from_slice(&b.to_le_bytes()[..size]);
         }
         out
     }

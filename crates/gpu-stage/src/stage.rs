@@ -764,10 +764,10 @@ fn enqueue(
                 reason: "image output without its kernel or table".to_owned(),
             });
         };
-        let func = if layout.device_dtype.size() == 4 {
-            &kernels.lookup32
-        } else {
-            &kernels.lookup16
+        let func = match layout.device_dtype.size() {
+            8 => &kernels.lookup64,
+            4 => &kernels.lookup32,
+            _ => &kernels.lookup16,
         };
         let pixels = (batch_len * img.height * img.width) as u64;
         let blocks = pixels

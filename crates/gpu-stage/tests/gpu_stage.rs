@@ -105,7 +105,7 @@ fn normalize_kernel_matches_the_cpu_reference_bit_for_bit() {
         println!("skipped: NVRTC not found");
         return;
     }
-    for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16] {
+    for dtype in [Dtype::F64, Dtype::F32, Dtype::F16, Dtype::Bf16] {
         let stage = Stage::new(
             &device,
             StageConfig {

@@ -43,7 +43,10 @@ int main(int argc, char** argv) {
     gridDim.x = grid; blockDim.x = block;
     for (blockIdx.x = 0; blockIdx.x < grid; ++blockIdx.x)
         for (threadIdx.x = 0; threadIdx.x < block; ++threadIdx.x) {
-            if (elem == 4)
+            if (elem == 8)
+                ffcv_hwc_to_chw_lookup64(src.data(), (const unsigned long long*)table.data(), fl,
+                                         (unsigned long long*)out.data(), b, h, w, c);
+            else if (elem == 4)
                 ffcv_hwc_to_chw_lookup32(src.data(), (const unsigned int*)table.data(), fl,
                                          (unsigned int*)out.data(), b, h, w, c);
             else
@@ -111,6 +114,7 @@ fn kernel_source_equals_the_cpu_reference() {
         (Dtype::F16, 2, 4, 3, 3, None, 1, 1),
         (Dtype::Bf16, 4, 2, 9, 1, Some(vec![0, 0, 1, 1]), 64, 32),
         (Dtype::F32, 1, 1, 1, 4, Some(vec![1]), 2, 2),
+        (Dtype::F64, 2, 3, 4, 3, Some(vec![1, 0]), 5, 3),
     ];
     for (i, (dtype, batch, height, width, channels, flips, grid, block)) in
         cases.into_iter().enumerate()

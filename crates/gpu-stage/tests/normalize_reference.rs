@@ -27,19 +27,22 @@ fn table_entries_are_the_f64_quotient_rounded_once() {
     for v in [0u8, 1, 77, 128, 254, 255] {
         for c in 0..3 {
             let exact = (f64::from(v) - n.mean[c]) / n.std[c];
-            assert_eq!(table.get(v, c), (exact as f32).to_bits());
+            assert_eq!(table.get(v, c), u64::from((exact as f32).to_bits()));
         }
     }
     // A value checked by hand: (255 - 0.485*255) / (0.229*255) = 0.515 / 0.229.
-    assert_eq!(f32::from_bits(table.get(255, 0)), (0.515f64 / 0.229) as f32);
+    assert_eq!(
+        f32::from_bits(table.get(255, 0) as u32),
+        (0.515f64 / 0.229) as f32
+    );
 
     let h = NormalizeTable::new("image", &Normalize::imagenet(Dtype::F16)).unwrap();
     let b = NormalizeTable::new("image", &Normalize::imagenet(Dtype::Bf16)).unwrap();
     for v in 0..=255u8 {
         for c in 0..3 {
             let exact = (f64::from(v) - n.mean[c]) / n.std[c];
-            assert_eq!(h.get(v, c), u32::from(f64_to_f16_bits(exact)));
-            assert_eq!(b.get(v, c), u32::from(f64_to_bf16_bits(exact)));
+            assert_eq!(h.get(v, c), u64::from(f64_to_f16_bits(exact)));
+            assert_eq!(b.get(v, c), u64::from(f64_to_bf16_bits(exact)));
             // Within half an f16 ulp of the exact value.
             let got = f16_bits_to_f64(h.get(v, c) as u16);
             assert!((got - exact).abs() <= exact.abs() * 2f64.powi(-11) + 1e-12);
@@ -58,6 +61,11 @@ fn device_bytes_are_little_endian_elements_of_the_output_size() {
     let bytes = t16.to_device_bytes();
     assert_eq!(bytes.len(), 256 * 2);
     assert_eq!(&bytes[2..4], &0x3c00u16.to_le_bytes()); // 1.0 in f16
+    let t64 = NormalizeTable::new("x", &Normalize::imagenet(Dtype::F64)).unwrap();
+    let bytes = t64.to_device_bytes();
+    assert_eq!(bytes.len(), 256 * 3 * 8);
+    let exact = (200.0 - 0.456 * 255.0) / (0.224 * 255.0);
+    assert_eq!(&bytes[(200 * 3 + 1) * 8..][..8], &f64::to_le_bytes(exact));
 }
 
 #[test]

@@ -106,5 +106,5 @@ fn bad_stages_are_refused_with_the_output_named() {
     )]);
     let (name, reason) = invalid_output(&not_float);
     assert_eq!(name, "img");
-    assert!(reason.contains("float32"), "{reason}");
+    assert!(reason.contains("float64, float32"), "{reason}");
 }
