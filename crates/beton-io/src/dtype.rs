@@ -253,12 +253,15 @@ impl std::str::FromStr for DType {
                 if count != 8 {
                     return Err(bad("datetime types are 8 bytes"));
                 }
-                let inner = unit
-                    .strip_prefix('[')
-                    .and_then(|u| u.strip_suffix(']'))
-                    .ok_or_else(|| bad("datetime unit must look like [ns]"))?;
-                if inner.is_empty() || !inner.chars().all(|c| c.is_ascii_alphanumeric()) {
-                    return Err(bad("bad datetime unit"));
+                // numpy writes generic datetimes without a unit (`<M8`), others as `<M8[ns]`.
+                if !unit.is_empty() {
+                    let inner = unit
+                        .strip_prefix('[')
+                        .and_then(|u| u.strip_suffix(']'))
+                        .ok_or_else(|| bad("datetime unit must look like [ns]"))?;
+                    if inner.is_empty() || !inner.chars().all(|c| c.is_ascii_alphanumeric()) {
+                        return Err(bad("bad datetime unit"));
+                    }
                 }
                 Ok(DType {
                     kind,
@@ -311,8 +314,8 @@ mod tests {
     fn every_numeric_typestr_round_trips() {
         for s in [
             "|b1", "|i1", "|u1", "<i2", ">i2", "<u2", "<i4", "<u4", "<i8", ">u8", "<f2", ">f2",
-            "<f4", ">f4", "<f8", ">f8", "<f16", "<c8", ">c16", "<c32", "<M8[ns]", ">m8[s]", "|S10",
-            "<U3", "|V16",
+            "<f4", ">f4", "<f8", ">f8", "<f16", "<c8", ">c16", "<c32", "<M8[ns]", ">m8[s]", "<M8",
+            "|S10", "<U3", "|V16",
         ] {
             let d: DType = s.parse().unwrap();
             assert_eq!(d.descr(), s);
@@ -332,7 +335,8 @@ mod tests {
     #[test]
     fn rejects_what_numpy_has_no_type_for() {
         for s in [
-            "", "<", "<x4", "<i3", "<f1", "<c4", "<b2", "<f", "<S0", "<M4[ns]", "<M8", "<f4x", "f4",
+            "", "<", "<x4", "<i3", "<f1", "<c4", "<b2", "<f", "<S0", "<M4[ns]", "<M8[]", "<M8ns",
+            "<f4x", "f4",
         ] {
             assert!(s.parse::<DType>().is_err(), "{s:?}");
         }
