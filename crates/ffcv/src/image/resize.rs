@@ -22,13 +22,15 @@ const CN: usize = 3;
 const COEF_BITS: u32 = 11;
 const COEF_SCALE: f32 = (1 << COEF_BITS) as f32;
 
-/// One term of an area table: output element `di` takes `alpha` of source
-/// element `si` (OpenCV's `DecimateAlpha`).
+/// The terms of OpenCV's `DecimateAlpha` table for one output index: it
+/// takes `weights[first..first + len]` of the `len` consecutive source
+/// indices starting at `start` (the table lists them in that order, which
+/// fixes the `f32` summation order).
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct AreaTap {
-    di: u32,
-    si: u32,
-    alpha: f32,
+struct AreaGroup {
+    start: u32,
+    len: u32,
+    first: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +41,7 @@ enum Plan {
         sx: usize,
         sy: usize,
     },
-    /// General area weights; `ytab` terms for one output row are contiguous.
+    /// General area weights (`xgroups`/`ygroups`).
     Area,
     /// Bilinear with area coefficients (some axis upscaled).
     Linear {
@@ -55,8 +57,10 @@ enum Plan {
 pub struct AreaResizer {
     key: Option<(u32, u32, u32, u32)>,
     plan: Plan,
-    xtab: Vec<AreaTap>,
-    ytab: Vec<AreaTap>,
+    xgroups: Vec<AreaGroup>,
+    xweights: Vec<f32>,
+    ygroups: Vec<AreaGroup>,
+    yweights: Vec<f32>,
     xofs: Vec<u32>,
     xalpha: Vec<[i16; 2]>,
     yofs: Vec<u32>,
@@ -87,9 +91,17 @@ fn sat_i16(x: f32) -> i16 {
     x.round_ties_even().clamp(i16::MIN as f32, i16::MAX as f32) as i16
 }
 
-/// OpenCV's `computeResizeAreaTab` for one axis (`cn` elements per pixel).
-fn area_tab(ssize: usize, dsize: usize, cn: usize, scale: f64, tab: &mut Vec<AreaTap>) {
-    tab.clear();
+/// OpenCV's `computeResizeAreaTab` for one axis, grouped per output index
+/// (indices in pixels; the same weights in the same order).
+fn area_tab(
+    ssize: usize,
+    dsize: usize,
+    scale: f64,
+    groups: &mut Vec<AreaGroup>,
+    weights: &mut Vec<f32>,
+) {
+    groups.clear();
+    weights.clear();
     for dx in 0..dsize {
         let fsx1 = dx as f64 * scale;
         let fsx2 = fsx1 + scale;
@@ -98,28 +110,24 @@ fn area_tab(ssize: usize, dsize: usize, cn: usize, scale: f64, tab: &mut Vec<Are
         let mut sx2 = cv_floor(fsx2);
         sx2 = sx2.min(ssize as i64 - 1);
         sx1 = sx1.min(sx2);
-        let di = (dx * cn) as u32;
+        let first = weights.len() as u32;
+        let mut start = sx1;
         if sx1 as f64 - fsx1 > 1e-3 {
-            tab.push(AreaTap {
-                di,
-                si: ((sx1 - 1) as usize * cn) as u32,
-                alpha: ((sx1 as f64 - fsx1) / cell) as f32,
-            });
+            start = sx1 - 1;
+            weights.push(((sx1 as f64 - fsx1) / cell) as f32);
         }
-        for sx in sx1..sx2 {
-            tab.push(AreaTap {
-                di,
-                si: (sx as usize * cn) as u32,
-                alpha: (1.0 / cell) as f32,
-            });
+        for _ in sx1..sx2 {
+            weights.push((1.0 / cell) as f32);
         }
         if fsx2 - sx2 as f64 > 1e-3 {
-            tab.push(AreaTap {
-                di,
-                si: (sx2 as usize * cn) as u32,
-                alpha: ((fsx2 - sx2 as f64).min(1.0).min(cell) / cell) as f32,
-            });
+            weights.push(((fsx2 - sx2 as f64).min(1.0).min(cell) / cell) as f32);
         }
+        let len = weights.len() as u32 - first;
+        groups.push(AreaGroup {
+            start: start as u32,
+            len,
+            first,
+        });
     }
 }
 
@@ -138,8 +146,10 @@ impl AreaResizer {
         Self {
             key: None,
             plan: Plan::Copy,
-            xtab: Vec::new(),
-            ytab: Vec::new(),
+            xgroups: Vec::new(),
+            xweights: Vec::new(),
+            ygroups: Vec::new(),
+            yweights: Vec::new(),
             xofs: Vec::new(),
             xalpha: Vec::new(),
             yofs: Vec::new(),
@@ -176,8 +186,8 @@ impl AreaResizer {
                 sy: iscale_y as usize,
             }
         } else if scale_x >= 1.0 && scale_y >= 1.0 {
-            area_tab(swu, dwu, CN, scale_x, &mut self.xtab);
-            area_tab(shu, dhu, 1, scale_y, &mut self.ytab);
+            area_tab(swu, dwu, scale_x, &mut self.xgroups, &mut self.xweights);
+            area_tab(shu, dhu, scale_y, &mut self.ygroups, &mut self.yweights);
             self.fbuf.clear();
             self.fbuf.resize(dwu * CN, 0.0);
             self.fsum.clear();
@@ -329,46 +339,36 @@ impl AreaResizer {
     }
 
     /// `ResizeArea_Invoker`: per source row, the horizontally weighted row in
-    /// `f32`, accumulated into the output row with the row's weight.
+    /// `f32`, accumulated into the output row with the row's weight; the
+    /// same operations in the same order as OpenCV, so the same roundings.
     fn resize_area(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize) {
         let Self {
-            xtab,
-            ytab,
+            xgroups,
+            xweights,
+            ygroups,
+            yweights,
             fbuf,
             fsum,
             ..
         } = self;
-        fsum.fill(0.0);
-        let Some(first) = ytab.first() else { return };
-        let mut prev_dy = first.di as usize;
-        for t in ytab.iter() {
-            let (beta, dy) = (t.alpha, t.di as usize);
-            let s = src.row(t.si as usize);
-            fbuf.fill(0.0);
-            for x in xtab.iter() {
-                let (si, di, a) = (x.si as usize, x.di as usize, x.alpha);
-                // Bounds were established by `area_tab` (si + 2 < sw * 3, di + 2 < dw * 3).
-                let (s3, b3) = (&s[si..si + CN], &mut fbuf[di..di + CN]);
-                b3[0] += f32::from(s3[0]) * a;
-                b3[1] += f32::from(s3[1]) * a;
-                b3[2] += f32::from(s3[2]) * a;
-            }
-            if dy != prev_dy {
-                let out = &mut dst[prev_dy * dwidth..(prev_dy + 1) * dwidth];
-                for ((o, sum), b) in out.iter_mut().zip(fsum.iter_mut()).zip(fbuf.iter()) {
-                    *o = sat_u8(*sum);
-                    *sum = beta * b;
-                }
-                prev_dy = dy;
-            } else {
-                for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
-                    *sum += beta * b;
+        for (g, out) in ygroups.iter().zip(dst.chunks_exact_mut(dwidth)) {
+            let rows = g.start as usize..(g.start + g.len) as usize;
+            let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
+            for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
+                hsum_area(src.row(sy), xgroups, xweights, fbuf);
+                if k == 0 {
+                    for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
+                        *sum = beta * b;
+                    }
+                } else {
+                    for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
+                        *sum += beta * b;
+                    }
                 }
             }
-        }
-        let out = &mut dst[prev_dy * dwidth..(prev_dy + 1) * dwidth];
-        for (o, sum) in out.iter_mut().zip(fsum.iter()) {
-            *o = sat_u8(*sum);
+            for (o, sum) in out.iter_mut().zip(fsum.iter()) {
+                *o = sat_u8(*sum);
+            }
         }
     }
 
@@ -407,6 +407,22 @@ impl View<'_> {
     fn row(&self, y: usize) -> &[u8] {
         let start = y * self.stride;
         &self.data[start..start + self.row]
+    }
+}
+
+/// One source row weighted horizontally: `buf[dx] = sum of s[sx] * w` over
+/// the group's taps in table order, starting from 0 as OpenCV's buffer does.
+fn hsum_area(s: &[u8], groups: &[AreaGroup], weights: &[f32], buf: &mut [f32]) {
+    for (g, b) in groups.iter().zip(buf.chunks_exact_mut(CN)) {
+        let px = &s[g.start as usize * CN..(g.start + g.len) as usize * CN];
+        let w = &weights[g.first as usize..(g.first + g.len) as usize];
+        let mut acc = [0.0f32; CN];
+        for (p, &a) in px.chunks_exact(CN).zip(w) {
+            acc[0] += f32::from(p[0]) * a;
+            acc[1] += f32::from(p[1]) * a;
+            acc[2] += f32::from(p[2]) * a;
+        }
+        b.copy_from_slice(&acc);
     }
 }
 
