@@ -7,7 +7,8 @@
 //!   [`OsCache`] (`os_cache = true`: reads are slices of the read-only map, with
 //!   `madvise` hints chosen from the order) or a [`ProcessCache`] (`os_cache = false`:
 //!   FFCV's page schedule, executed by page-reader threads doing positional reads into
-//!   slots this process owns).
+//!   slots this process owns; unlike FFCV, a page read stops at the end of the page's
+//!   last allocation, so padding at the end of pages is never read).
 //! - [`PageCache::schedule_epoch`] takes the epoch's batches (sample ids) and returns an
 //!   [`EpochContext`]. Call [`EpochContext::start_batch`] for batches `0, 1, 2, …` in
 //!   order; it may block until the pages the batch needs are loaded. Between two
@@ -120,7 +121,8 @@ impl Default for CacheConfig {
 pub struct CacheStats {
     /// Pages read from storage into slots.
     pub pages_loaded: u64,
-    /// Bytes read from storage (whole pages; the last page may be short).
+    /// Bytes read from storage: each page from its start to the end of its last
+    /// allocation (rounded up to 4 KiB blocks with `O_DIRECT`).
     pub storage_bytes_read: u64,
     /// Time `start_batch` spent blocked waiting for pages.
     pub page_wait: Duration,

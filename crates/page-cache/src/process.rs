@@ -33,6 +33,9 @@ struct Inner {
     page_size: u64,
     file_size: u64,
     num_samples: u64,
+    /// Per page of the file: bytes from the page's start to the end of its last
+    /// allocation (what a page read must fetch; 0 for pages without allocations).
+    page_used: Vec<u64>,
     /// Slot memory between epochs (taken by a live epoch, returned when it drops).
     arena: Mutex<Option<SlotArena>>,
     /// Bytes of slot memory currently allocated (held here or by a live epoch).
@@ -61,8 +64,22 @@ impl ProcessCache {
         if let Some(why) = &direct_io_fallback {
             tracing::warn!(path = %path.display(), reason = %why, "O_DIRECT unavailable; using buffered page reads");
         }
+        let page_size = reader.page_size();
+        // Sized by the validated file's page count, not by a number read from it.
+        let num_pages = reader.file_size().div_ceil(page_size.max(1));
+        let mut page_used = vec![0u64; usize::try_from(num_pages).unwrap_or(0)];
+        for row in reader.alloc_rows() {
+            let page = row.ptr / page_size;
+            let end = (row.ptr - page * page_size)
+                .saturating_add(row.size)
+                .min(page_size);
+            if let Some(u) = page_used.get_mut(page as usize) {
+                *u = (*u).max(end);
+            }
+        }
         Ok(ProcessCache {
             inner: Arc::new(Inner {
+                page_used,
                 page_size: reader.page_size(),
                 file_size: reader.file_size(),
                 num_samples: reader.num_samples(),
@@ -298,6 +315,17 @@ impl ProcessCache {
     }
 }
 
+/// Bytes a read of `page` fetches: up to the end of its last allocation, inside the file.
+fn page_len(inner: &Inner, page: u64) -> u64 {
+    let offset = page * inner.page_size;
+    let used = inner
+        .page_used
+        .get(page as usize)
+        .copied()
+        .unwrap_or(inner.page_size);
+    used.min(inner.file_size.saturating_sub(offset))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -392,7 +420,9 @@ impl ProcessEpoch {
             }
             self.in_use += 1;
             let offset = sp.page * inner.page_size;
-            let len = inner.page_size.min(inner.file_size.saturating_sub(offset));
+            // Only up to the end of the page's last allocation: the rest of a page is
+            // padding (or an abandoned copy) no read can ask for.
+            let len = page_len(inner, sp.page);
             jobs.push(Job {
                 page: sp.page,
                 slot,
@@ -435,7 +465,7 @@ impl ProcessEpoch {
                         path: path.to_owned(),
                         page: sp.page,
                         offset,
-                        len: inner.page_size.min(inner.file_size.saturating_sub(offset)),
+                        len: page_len(inner, sp.page),
                         source,
                     });
                 }

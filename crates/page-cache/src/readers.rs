@@ -69,7 +69,9 @@ impl PageFile {
         &self.path
     }
 
-    /// Reads `len` bytes at `offset` into the start of `buf` (`len <= buf.len()`).
+    /// Reads `len` bytes at `offset` into the start of `buf` (`len <= buf.len()`);
+    /// returns the bytes transferred from storage (more than `len` with `O_DIRECT`,
+    /// which reads whole 4 KiB blocks).
     fn read_page(&self, buf: &mut [u8], offset: u64, len: usize) -> io::Result<usize> {
         if !self.direct {
             self.file.read_exact_at(&mut buf[..len], offset)?;
@@ -91,14 +93,14 @@ impl PageFile {
                 ));
             }
             done += n;
-            if done < len && done % DIRECT_ALIGN != 0 {
+            if done < len && !done.is_multiple_of(DIRECT_ALIGN) {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!("short direct read: {done} of {len} bytes"),
                 ));
             }
         }
-        Ok(len)
+        Ok(done)
     }
 }
 
@@ -332,6 +334,7 @@ impl ThreadCtx {
         let span = tracing::trace_span!("page_load", page = job.page, slot = job.slot);
         let _e = span.enter();
         let file = &self.file;
+        let mut transferred = 0usize;
         let outcome = self.writers.fill(job.slot, job.page, |buf| {
             if job.len > buf.len() {
                 return Err(io::Error::new(
@@ -345,17 +348,24 @@ impl ThreadCtx {
             }
             // Record the error before `fill` marks the slot failed, so a consumer that
             // sees the failure always finds its cause.
-            file.read_page(buf, job.offset, job.len).map_err(|e| {
-                let msg = e.to_string();
-                lock(&self.shared.errors).insert(job.page, Arc::new(e));
-                io::Error::other(msg)
-            })
+            match file.read_page(buf, job.offset, job.len) {
+                Ok(n) => {
+                    transferred = n;
+                    Ok(job.len)
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    lock(&self.shared.errors).insert(job.page, Arc::new(e));
+                    Err(io::Error::other(msg))
+                }
+            }
         });
         match outcome {
-            Fill::Done(n) => {
+            Fill::Done => {
                 for c in &self.counters {
                     c.pages_loaded.fetch_add(1, Ordering::Relaxed);
-                    c.storage_bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+                    c.storage_bytes_read
+                        .fetch_add(transferred as u64, Ordering::Relaxed);
                 }
             }
             Fill::Failed(e) => {

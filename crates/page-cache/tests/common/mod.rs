@@ -88,3 +88,21 @@ pub fn batches_of(order: &[u64], batch_size: usize) -> Vec<Vec<u64>> {
         .map(<[u64]>::to_vec)
         .collect()
 }
+
+/// Bytes a process-cache read of `page` fetches: from the page start to the end of its
+/// last allocation (rounded up to 4 KiB blocks with `O_DIRECT`, within the file).
+pub fn page_read_bytes(reader: &Reader, page: u64, direct: bool) -> u64 {
+    let ps = reader.page_size();
+    let used = reader
+        .alloc_rows()
+        .filter(|r| r.ptr / ps == page)
+        .map(|r| r.ptr + r.size - page * ps)
+        .max()
+        .unwrap_or(0);
+    let len = if direct {
+        used.div_ceil(4096) * 4096
+    } else {
+        used
+    };
+    len.min(reader.file_size() - page * ps)
+}
