@@ -33,12 +33,15 @@ enum Command {
     Order(commands::order::OrderArgs),
     /// Write a .beton file.
     Write(commands::write::WriteArgs),
+    /// Find what limits the loader here and recommend settings (bounded by --time-budget).
+    Doctor(commands::doctor::DoctorArgs),
 }
 
 type AnyError = Box<dyn StdError + Send + Sync>;
 
 fn run(cli: &Cli) -> Result<(), AnyError> {
     match &cli.command {
+        Command::Doctor(args) => commands::doctor::run(args)?,
         Command::Inspect(args) => commands::inspect::run(args)?,
         Command::Dump(args) => commands::dump::run(args)?,
         Command::Order(args) => commands::order::run(args)?,

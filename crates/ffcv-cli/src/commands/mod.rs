@@ -1,5 +1,6 @@
 //! One module per `ffcv` subcommand; each exposes its clap `Args` and a `run` function.
 
+pub mod doctor;
 pub mod dump;
 pub mod inspect;
 pub mod order;

@@ -1,0 +1,688 @@
+//! `ffcv doctor FILE [loader knobs]`: find what limits the loader on this machine and
+//! recommend settings, within a time budget.
+//!
+//! 1. Facts: file size against total and available memory (and `--max-memory`), the storage
+//!    holding the file, CPUs in the affinity mask and physical cores, GPUs, batch size,
+//!    pipeline, distributed or not ([`facts`]).
+//! 2. A starting configuration from the decision rules ([`rules`]).
+//! 3. A bounded baseline from that configuration, then one knob at a time (`num_workers`,
+//!    `batches_ahead`, cache, order) with seed, batch size and pipeline fixed; a change is
+//!    kept only when it helps ([`diagnose::tune`]).
+//! 4. The scarce resource named from the best run's time breakdown ([`diagnose::diagnose`]),
+//!    with the figures as evidence, and the recommended `ffcv bench` flags.
+//!
+//! `--time-budget SECONDS` (default 60) bounds step 3: the runs share it and each stops at
+//! its slice, whatever the file's size. `--no-measure` stops after step 2.
+
+#[path = "../doctor/diagnose.rs"]
+pub mod diagnose;
+#[path = "../doctor/facts.rs"]
+pub mod facts;
+#[path = "../doctor/measure.rs"]
+pub mod measure;
+#[path = "../doctor/rules.rs"]
+pub mod rules;
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use beton_io::{FieldType, Reader};
+use serde_json::{Value, json};
+
+use self::diagnose::{Candidates, Knobs, MemoryContext, Tuning};
+use self::facts::MachineFacts;
+use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
+use crate::byte_size::parse_byte_size;
+use crate::commands::order::OrderChoice;
+use crate::error::CliError;
+
+/// Arguments of `ffcv doctor`: the loader knobs of `ffcv bench`, plus the budget and what the
+/// run needs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DoctorArgs {
+    /// The .beton file.
+    pub file: PathBuf,
+
+    /// Samples per batch (kept fixed while measuring).
+    #[arg(long, default_value_t = 256)]
+    pub batch_size: usize,
+
+    /// Pipeline threads to start from (-1 = CPUs in the affinity mask); default: one per
+    /// physical core.
+    #[arg(long, allow_hyphen_values = true)]
+    pub num_workers: Option<i64>,
+
+    /// The order to start from; default: the decision rules' choice.
+    #[arg(long, value_enum)]
+    pub order: Option<OrderChoice>,
+
+    /// Start from the process cache instead of the OS page cache.
+    #[arg(long)]
+    pub no_os_cache: bool,
+
+    /// The order's seed (kept fixed while measuring).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Queue depth to start from.
+    #[arg(long)]
+    pub batches_ahead: Option<usize>,
+
+    /// Keep the final partial batch.
+    #[arg(long)]
+    pub no_drop_last: bool,
+
+    /// Regenerate the pipeline code every epoch.
+    #[arg(long)]
+    pub recompile: bool,
+
+    /// Run the pipeline with the interpreter instead of compiled code.
+    #[arg(long)]
+    pub no_compile: bool,
+
+    /// The process-cache memory budget (e.g. `512MiB`); the file is judged against it as if
+    /// it were the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub max_memory: Option<u64>,
+
+    /// Processes in the distributed job (1 = not distributed).
+    #[arg(long, default_value_t = 1)]
+    pub world_size: u64,
+
+    /// This process's rank in the distributed job.
+    #[arg(long, default_value_t = 0)]
+    pub rank: u64,
+
+    /// A field's decoder: `FIELD=center-crop:HxW[:ratio]|random-resized-crop:HxW|simple`.
+    #[arg(long = "decoder", value_name = "FIELD=SPEC")]
+    pub decoders: Vec<String>,
+
+    /// Seconds all measurements together may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub time_budget: f64,
+
+    /// The order must be the same every run (Sequential, or Random with a fixed seed).
+    #[arg(long)]
+    pub repeatable: bool,
+
+    /// The shuffle must be an exactly uniform permutation (rules out QuasiRandom).
+    #[arg(long)]
+    pub uniform: bool,
+
+    /// Record the facts and the rules' starting configuration, measure nothing.
+    #[arg(long)]
+    pub no_measure: bool,
+
+    /// Print the report as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The facts about the file and the run (the machine's are in [`MachineFacts`]).
+#[derive(Debug, Clone)]
+pub struct FileFacts {
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Samples in the file.
+    pub samples: u64,
+    /// Page size.
+    pub page_size: u64,
+    /// `name: decoder` per field.
+    pub pipeline: Vec<String>,
+    /// Whether any image field stores JPEG (judged from the first samples).
+    pub has_jpeg: bool,
+}
+
+/// Number of samples whose image metadata is looked at to tell raw from JPEG.
+const MODE_PROBE_SAMPLES: u64 = 64;
+
+fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliError> {
+    let mut pipeline = Vec::new();
+    let mut has_jpeg = false;
+    for (index, field) in reader.fields().iter().enumerate() {
+        let chosen = decoders.iter().find_map(|spec| {
+            let (name, decoder) = spec.split_once('=')?;
+            (name == field.name).then(|| decoder.to_owned())
+        });
+        let default = match field.field_type {
+            FieldType::RgbImage => "simple",
+            _ => "default",
+        };
+        pipeline.push(format!(
+            "{} ({}): {}",
+            field.name,
+            field.field_type.type_name(),
+            chosen.as_deref().unwrap_or(default)
+        ));
+        if field.field_type == FieldType::RgbImage {
+            for sample in 0..reader.num_samples().min(MODE_PROBE_SAMPLES) {
+                if let beton_io::FieldMetadata::RgbImage { mode, .. } =
+                    reader.metadata(sample, index)?
+                {
+                    has_jpeg |= mode == beton_io::IMAGE_MODE_JPEG;
+                }
+            }
+        }
+    }
+    for spec in decoders {
+        let known = spec
+            .split_once('=')
+            .is_some_and(|(name, _)| reader.field_index(name).is_some());
+        if !known {
+            return Err(CliError::Usage(format!(
+                "--decoder `{spec}`: expected FIELD=SPEC with a field of {}",
+                reader.path().display()
+            )));
+        }
+    }
+    Ok(FileFacts {
+        bytes: reader.file_size(),
+        samples: reader.num_samples(),
+        page_size: reader.page_size(),
+        pipeline,
+        has_jpeg,
+    })
+}
+
+/// The knobs the measurement starts from: the rules' choice, overridden by the knobs the
+/// user gave explicitly.
+pub fn starting_knobs(args: &DoctorArgs, recommendation: &Recommendation, cpus: usize) -> Knobs {
+    Knobs {
+        os_cache: recommendation.os_cache && !args.no_os_cache,
+        order: args.order.unwrap_or(recommendation.order),
+        num_workers: match args.num_workers {
+            Some(n) if n > 0 => n as usize,
+            Some(_) => cpus,
+            None => recommendation.num_workers,
+        },
+        batches_ahead: args.batches_ahead.unwrap_or(3),
+    }
+}
+
+/// The values the search may try from `start`: worker counts 1, the rules' and all CPUs;
+/// queue depths 1, 3 and 6; the other cache only when the file fits memory; the other
+/// shuffling order only when neither a repeatable nor an exactly uniform order is required
+/// and the file fits memory (larger than memory, the rules' order is what keeps the working
+/// set small, which a short run cannot show).
+pub fn candidates(
+    start: &Knobs,
+    recommendation: &Recommendation,
+    cpus: usize,
+    needs: Needs,
+) -> Candidates {
+    let mut num_workers: Vec<usize> = [1, recommendation.num_workers, cpus]
+        .into_iter()
+        .filter(|&n| n != start.num_workers)
+        .collect();
+    num_workers.sort_unstable();
+    num_workers.dedup();
+    let batches_ahead = [1, 3, 6]
+        .into_iter()
+        .filter(|&b| b != start.batches_ahead)
+        .collect();
+    let fits = !recommendation.larger_than_memory;
+    let orders = if fits && !needs.repeatable && !needs.uniform {
+        [OrderChoice::Random, OrderChoice::QuasiRandom]
+            .into_iter()
+            .filter(|&o| o != start.order)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Candidates {
+        num_workers,
+        batches_ahead,
+        try_other_cache: fits,
+        orders,
+    }
+}
+
+/// Runs `ffcv doctor`.
+pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
+    if !(args.time_budget.is_finite() && args.time_budget > 0.0) {
+        return Err(CliError::Usage(format!(
+            "--time-budget {}: expected a positive number of seconds",
+            args.time_budget
+        )));
+    }
+    if args.batch_size == 0 {
+        return Err(CliError::Usage(
+            "--batch-size must be at least 1".to_owned(),
+        ));
+    }
+    if args.world_size == 0 || args.rank >= args.world_size {
+        return Err(CliError::Usage(format!(
+            "--rank {} must be below --world-size {}",
+            args.rank, args.world_size
+        )));
+    }
+    let reader = Reader::open(&args.file)?;
+    let file = file_facts(&reader, &args.decoders)?;
+    let machine = MachineFacts::probe(&args.file);
+    let needs = Needs {
+        repeatable: args.repeatable,
+        uniform: args.uniform,
+    };
+    let situation = Situation {
+        file_bytes: file.bytes,
+        memory: machine.memory,
+        max_memory: args.max_memory,
+        world_size: args.world_size,
+        affinity_cpus: machine.affinity_cpus,
+        physical_cores: machine.physical_cores,
+        needs,
+        requested_order: args.order,
+        seed: args.seed,
+    };
+    let recommendation = rules::recommend(&situation);
+    let start = starting_knobs(args, &recommendation, machine.affinity_cpus);
+    let memory = MemoryContext {
+        limit_bytes: rules::memory_limit(&situation),
+        file_larger_than_limit: recommendation.larger_than_memory,
+        file_bytes: file.bytes,
+    };
+
+    let progress = !args.json;
+    let tuning = if args.no_measure {
+        None
+    } else {
+        let candidates = candidates(&start, &recommendation, machine.affinity_cpus, needs);
+        let planned = 1
+            + candidates.num_workers.len()
+            + candidates.batches_ahead.len()
+            + usize::from(candidates.try_other_cache)
+            + candidates.orders.len();
+        let budget = Duration::from_secs_f64(args.time_budget);
+        let slice = budget / planned as u32;
+        let started = Instant::now();
+        // A run may start while at least half a slice is left, so the total stays near the
+        // budget (each run stops at its slice; one batch may overrun it).
+        let mut time_left = || started.elapsed() + slice / 2 <= budget;
+        let seed = recommendation.seed.or(args.seed).unwrap_or(0);
+        let mut measure = |knobs: &Knobs| {
+            if progress {
+                eprintln!("ffcv doctor: measuring {}", knobs.flags());
+            }
+            measure::measure(args, &reader, knobs, seed, slice)
+        };
+        Some(diagnose::tune(
+            start,
+            &candidates,
+            &mut time_left,
+            &mut measure,
+        ))
+    };
+    // Without a single successful run only memory can still be named (the guard refused
+    // every configuration, or the file is larger than the memory allowed); anything else
+    // would be a guess.
+    let diagnosis = tuning
+        .as_ref()
+        .and_then(|tuning| match &tuning.best_measurement {
+            Some(best) => Some(diagnose::diagnose(best, &memory)),
+            None => {
+                let guard = tuning.trials.iter().any(|t| t.memory_guard_fired());
+                (guard || memory.file_larger_than_limit).then(|| {
+                    diagnose::diagnose(
+                        &diagnose::Measurement {
+                            memory_guard_fired: guard,
+                            ..diagnose::Measurement::default()
+                        },
+                        &memory,
+                    )
+                })
+            }
+        });
+
+    let report = Report {
+        args,
+        file: &file,
+        machine: &machine,
+        recommendation: &recommendation,
+        start,
+        tuning: tuning.as_ref(),
+        diagnosis: diagnosis.as_ref(),
+    };
+    let text = if args.json {
+        format!("{}\n", report.to_json())
+    } else {
+        report.text()
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CliError::Stdout)
+}
+
+/// Everything the doctor found, for printing.
+struct Report<'a> {
+    args: &'a DoctorArgs,
+    file: &'a FileFacts,
+    machine: &'a MachineFacts,
+    recommendation: &'a Recommendation,
+    start: Knobs,
+    tuning: Option<&'a Tuning>,
+    diagnosis: Option<&'a diagnose::Diagnosis>,
+}
+
+impl Report<'_> {
+    /// The settings to use: the best measured, else the rules' start.
+    fn recommended(&self) -> Knobs {
+        self.tuning.map_or(self.start, |t| t.best)
+    }
+
+    fn command(&self) -> String {
+        let knobs = self.recommended();
+        let mut command = format!(
+            "ffcv bench {} --batch-size {} {}",
+            self.args.file.display(),
+            self.args.batch_size,
+            knobs.flags()
+        );
+        if let Some(seed) = self.recommendation.seed.or(self.args.seed) {
+            let _ = write!(command, " --seed {seed}");
+        }
+        if let Some(budget) = self.args.max_memory {
+            let _ = write!(command, " --max-memory {budget}");
+        }
+        if self.args.world_size > 1 {
+            let _ = write!(
+                command,
+                " --world-size {} --rank {}",
+                self.args.world_size, self.args.rank
+            );
+        }
+        for decoder in &self.args.decoders {
+            let _ = write!(command, " --decoder {decoder}");
+        }
+        command
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "file": self.args.file.display().to_string(),
+            "facts": {
+                "file_bytes": self.file.bytes,
+                "samples": self.file.samples,
+                "page_size": self.file.page_size,
+                "max_memory_bytes": self.args.max_memory,
+                "machine": self.machine.to_json(),
+                "batch_size": self.args.batch_size,
+                "pipeline": self.file.pipeline,
+                "jpeg": self.file.has_jpeg,
+                "distributed": self.args.world_size > 1,
+                "world_size": self.args.world_size,
+                "rank": self.args.rank,
+            },
+            "rules": self.recommendation.to_json(),
+            "start": self.start.to_json(),
+            "time_budget_seconds": self.args.time_budget,
+            "trials": self.tuning.map(|t| t.trials.iter().map(diagnose::Trial::to_json).collect::<Vec<_>>()),
+            "skipped_trials": self.tuning.map(|t| t.skipped),
+            "diagnosis": self.diagnosis.map(diagnose::Diagnosis::to_json),
+            "recommended": self.recommended().to_json(),
+            "recommended_seed": self.recommendation.seed.or(self.args.seed),
+            "command": self.command(),
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut t = String::new();
+        let m = self.machine;
+        let f = self.file;
+        let _ = writeln!(t, "ffcv doctor: {}\n\nfacts", self.args.file.display());
+        let _ = writeln!(
+            t,
+            "  file          {} ({} samples, pages of {})",
+            human_bytes(f.bytes),
+            f.samples,
+            human_bytes(f.page_size)
+        );
+        let memory = match m.memory {
+            Some(mem) => format!(
+                "{} total, {} available",
+                human_bytes(mem.total),
+                human_bytes(mem.available)
+            ),
+            None => "not visible".to_owned(),
+        };
+        let budget = self.args.max_memory.map_or_else(String::new, |b| {
+            format!("; --max-memory {}", human_bytes(b))
+        });
+        let _ = writeln!(t, "  memory        {memory}{budget}");
+        let storage = &m.storage;
+        let _ = writeln!(
+            t,
+            "  storage       {} on device {}{} ({})",
+            storage
+                .filesystem
+                .as_deref()
+                .unwrap_or("unknown filesystem"),
+            storage.device,
+            storage
+                .block_device
+                .as_deref()
+                .map_or_else(String::new, |b| format!(" = {b}")),
+            match &storage.kind {
+                facts::StorageKind::Unknown(why) => format!("kind unknown: {why}"),
+                kind => kind.name().to_owned(),
+            }
+        );
+        let _ = writeln!(
+            t,
+            "  cpus          {} in the affinity mask, {} physical cores",
+            m.affinity_cpus,
+            m.physical_cores
+                .map_or_else(|| "unknown".to_owned(), |c| c.to_string())
+        );
+        let _ = writeln!(t, "  gpus          {}", m.gpus);
+        let _ = writeln!(t, "  batch size    {}", self.args.batch_size);
+        let _ = writeln!(
+            t,
+            "  pipeline      {}{}",
+            f.pipeline.join(", "),
+            if f.has_jpeg { " (JPEG images)" } else { "" }
+        );
+        let _ = writeln!(
+            t,
+            "  distributed   {}",
+            if self.args.world_size > 1 {
+                format!("yes, rank {} of {}", self.args.rank, self.args.world_size)
+            } else {
+                "no".to_owned()
+            }
+        );
+        let r = self.recommendation;
+        let _ = writeln!(
+            t,
+            "\nstarting configuration (decision rules)\n  {}",
+            self.start.flags()
+        );
+        for fired in &r.fired {
+            let _ = writeln!(t, "  - {}: {}", fired.id, fired.because);
+        }
+        if let Some(tuning) = self.tuning {
+            let _ = writeln!(
+                t,
+                "\nmeasurements (one knob at a time, time budget {} s)",
+                self.args.time_budget
+            );
+            for trial in &tuning.trials {
+                let figure = match &trial.outcome {
+                    Ok(m) => format!("{:>12.0} samples/s", m.samples_per_sec),
+                    Err(e) => format!("failed: {e}"),
+                };
+                let _ = writeln!(
+                    t,
+                    "  {:<13} {:<58} {} {}",
+                    trial.knob,
+                    trial.knobs.flags(),
+                    figure,
+                    if trial.kept { "kept" } else { "" }
+                );
+            }
+            if tuning.skipped > 0 {
+                let _ = writeln!(
+                    t,
+                    "  ({} planned runs skipped: time budget spent)",
+                    tuning.skipped
+                );
+            }
+        } else {
+            let _ = writeln!(t, "\nmeasurements: none (--no-measure)");
+        }
+        if let Some(d) = self.diagnosis {
+            let _ = writeln!(t, "\nscarce resource: {}", d.resource.name());
+            for line in &d.evidence {
+                let _ = writeln!(t, "  - {line}");
+            }
+            let _ = writeln!(t, "  => {}", d.resource.advice());
+        } else if self.tuning.is_some() {
+            let _ = writeln!(
+                t,
+                "\nscarce resource: not named (no measurement succeeded; see the errors above)"
+            );
+        }
+        let knobs = self.recommended();
+        let _ = writeln!(
+            t,
+            "\nrecommended settings\n  os_cache={} order={} num_workers={} batches_ahead={}{}\n  {}",
+            knobs.os_cache,
+            order_name(knobs.order),
+            knobs.num_workers,
+            knobs.batches_ahead,
+            self.recommendation
+                .seed
+                .or(self.args.seed)
+                .map_or_else(String::new, |s| format!(" seed={s}")),
+            self.command()
+        );
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: DoctorArgs,
+    }
+
+    fn args(extra: &[&str]) -> DoctorArgs {
+        let mut argv = vec!["doctor", "f.beton"];
+        argv.extend_from_slice(extra);
+        Wrapper::parse_from(argv).args
+    }
+
+    fn recommendation(os_cache: bool, larger: bool) -> Recommendation {
+        Recommendation {
+            os_cache,
+            order: if larger {
+                OrderChoice::QuasiRandom
+            } else {
+                OrderChoice::Random
+            },
+            num_workers: 2,
+            seed: None,
+            larger_than_memory: larger,
+            fired: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn explicit_knobs_override_the_rules_start() {
+        let r = recommendation(true, false);
+        let start = starting_knobs(&args(&[]), &r, 4);
+        assert_eq!(
+            start,
+            Knobs {
+                os_cache: true,
+                order: OrderChoice::Random,
+                num_workers: 2,
+                batches_ahead: 3
+            }
+        );
+        let given = args(&[
+            "--no-os-cache",
+            "--order",
+            "sequential",
+            "--num-workers",
+            "-1",
+            "--batches-ahead",
+            "5",
+        ]);
+        let start = starting_knobs(&given, &r, 4);
+        assert_eq!(
+            start,
+            Knobs {
+                os_cache: false,
+                order: OrderChoice::Sequential,
+                num_workers: 4,
+                batches_ahead: 5
+            }
+        );
+    }
+
+    #[test]
+    fn the_search_never_tries_the_os_cache_or_another_order_for_a_file_larger_than_memory() {
+        let r = recommendation(false, true);
+        let start = starting_knobs(&args(&[]), &r, 4);
+        let c = candidates(&start, &r, 4, Needs::default());
+        assert!(!c.try_other_cache);
+        assert!(c.orders.is_empty());
+        assert_eq!(c.num_workers, [1, 4]);
+        assert_eq!(c.batches_ahead, [1, 6]);
+    }
+
+    #[test]
+    fn a_file_that_fits_may_try_the_other_cache_and_order_unless_the_order_is_pinned() {
+        let r = recommendation(true, false);
+        let start = starting_knobs(&args(&[]), &r, 2);
+        let c = candidates(&start, &r, 2, Needs::default());
+        assert!(c.try_other_cache);
+        assert_eq!(c.orders, [OrderChoice::QuasiRandom]);
+        assert_eq!(c.num_workers, [1]);
+        let pinned = Needs {
+            repeatable: true,
+            uniform: false,
+        };
+        assert!(candidates(&start, &r, 2, pinned).orders.is_empty());
+    }
+
+    #[test]
+    fn loader_flags_parse_as_ffcv_bench_names_them() {
+        let a = args(&[
+            "--batch-size",
+            "64",
+            "--max-memory",
+            "16MiB",
+            "--world-size",
+            "4",
+            "--rank",
+            "3",
+            "--decoder",
+            "image=center-crop:32x32",
+            "--time-budget",
+            "5",
+            "--seed",
+            "9",
+            "--no-drop-last",
+            "--recompile",
+            "--no-compile",
+            "--json",
+        ]);
+        assert_eq!(a.batch_size, 64);
+        assert_eq!(a.max_memory, Some(16 << 20));
+        assert_eq!((a.world_size, a.rank), (4, 3));
+        assert_eq!(a.decoders, ["image=center-crop:32x32"]);
+        assert_eq!(a.time_budget, 5.0);
+        assert_eq!(a.seed, Some(9));
+        assert!(a.no_drop_last && a.recompile && a.no_compile && a.json);
+    }
+}

@@ -1,0 +1,691 @@
+//! The measured half of `ffcv doctor`: a bounded baseline, one-knob-at-a-time changes that
+//! are kept only when they help, and the scarce resource named from the time breakdown.
+//!
+//! The search and the classification are pure: they take a `measure` callback, so the tests
+//! drive them with recorded measurements and the command drives them with the loader.
+
+use serde_json::{Value, json};
+
+use super::rules::order_name;
+use crate::commands::order::OrderChoice;
+
+/// A change must beat the current best by this factor to be kept: smaller differences are
+/// within the run-to-run noise of a short measurement.
+pub const KEEP_THRESHOLD: f64 = 1.05;
+
+/// RSS at or above this share of the memory budget is memory pressure.
+pub const MEMORY_PRESSURE_SHARE: f64 = 0.9;
+
+/// The knobs the search varies; batch size, seed and pipeline stay fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knobs {
+    /// OS page cache (`true`) or the process cache.
+    pub os_cache: bool,
+    /// Traversal order.
+    pub order: OrderChoice,
+    /// Pipeline threads.
+    pub num_workers: usize,
+    /// Queue depth.
+    pub batches_ahead: usize,
+}
+
+impl Knobs {
+    /// The knobs as JSON (stable keys, the `ffcv bench` names).
+    pub fn to_json(self) -> Value {
+        json!({
+            "os_cache": self.os_cache,
+            "order": order_name(self.order),
+            "num_workers": self.num_workers,
+            "batches_ahead": self.batches_ahead,
+        })
+    }
+
+    /// The `ffcv bench` flags that select these knobs.
+    pub fn flags(&self) -> String {
+        format!(
+            "--order {} --num-workers {} --batches-ahead {}{}",
+            order_name(self.order),
+            self.num_workers,
+            self.batches_ahead,
+            if self.os_cache { "" } else { " --no-os-cache" }
+        )
+    }
+}
+
+/// What one bounded run measured. Times are seconds over the measured window (after warm-up).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Measurement {
+    /// Samples delivered per second of wall time.
+    pub samples_per_sec: f64,
+    /// Wall time of the measured window.
+    pub wall_seconds: f64,
+    /// Time the producer waited for pages to arrive from storage.
+    pub page_wait_seconds: f64,
+    /// Time spent running the pipeline stages, summed over the workers.
+    pub stage_seconds: f64,
+    /// Time the producer waited for a free slot (the consumer holds them all).
+    pub slot_wait_seconds: f64,
+    /// Time the consumer waited for the next batch.
+    pub consumer_wait_seconds: f64,
+    /// Host-to-device copy time; `None` when the pipeline has no GPU stage.
+    pub h2d_seconds: Option<f64>,
+    /// Peak resident set size of the process, when known.
+    pub peak_rss_bytes: Option<u64>,
+    /// Pipeline threads that ran.
+    pub workers: usize,
+    /// The memory guard refused the configuration (the run failed for lack of memory).
+    pub memory_guard_fired: bool,
+}
+
+impl Measurement {
+    /// Fraction of the measured wall time waited on pages.
+    pub fn page_wait_share(&self) -> f64 {
+        share(self.page_wait_seconds, self.wall_seconds)
+    }
+
+    /// Fraction of the workers' capacity spent in the stages (1.0 = every worker always busy).
+    pub fn cpu_busy_share(&self) -> f64 {
+        share(
+            self.stage_seconds,
+            self.wall_seconds * self.workers.max(1) as f64,
+        )
+    }
+
+    /// Fraction of the wall time the producer waited for a free slot.
+    pub fn slot_wait_share(&self) -> f64 {
+        share(self.slot_wait_seconds, self.wall_seconds)
+    }
+
+    /// Fraction of the wall time spent copying to the GPU (0 without a GPU stage).
+    pub fn h2d_share(&self) -> f64 {
+        share(self.h2d_seconds.unwrap_or(0.0), self.wall_seconds)
+    }
+
+    /// The measurement as JSON (stable keys).
+    pub fn to_json(self) -> Value {
+        json!({
+            "samples_per_sec": self.samples_per_sec,
+            "wall_seconds": self.wall_seconds,
+            "page_wait_seconds": self.page_wait_seconds,
+            "stage_seconds": self.stage_seconds,
+            "slot_wait_seconds": self.slot_wait_seconds,
+            "consumer_wait_seconds": self.consumer_wait_seconds,
+            "h2d_seconds": self.h2d_seconds,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "workers": self.workers,
+            "memory_guard_fired": self.memory_guard_fired,
+            "page_wait_share": self.page_wait_share(),
+            "cpu_busy_share": self.cpu_busy_share(),
+            "slot_wait_share": self.slot_wait_share(),
+            "h2d_share": self.h2d_share(),
+        })
+    }
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 && part.is_finite() {
+        (part / whole).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// The resource that limits the loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// Waiting on page reads: the disk (or network filesystem) is the limit.
+    Storage,
+    /// Decoding with all workers busy: more cores or a cheaper pipeline would help.
+    Cpu,
+    /// RSS near the budget, the memory guard firing, or a file larger than the memory allowed.
+    Memory,
+    /// Slot waits: the consumer does not take batches as fast as they are made.
+    Consumer,
+    /// Host-to-device copies dominate.
+    GpuLink,
+}
+
+impl Resource {
+    /// A short stable name for the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Storage => "storage",
+            Resource::Cpu => "cpu",
+            Resource::Memory => "memory",
+            Resource::Consumer => "consumer",
+            Resource::GpuLink => "gpu-link",
+        }
+    }
+
+    /// What to do about it, in one sentence.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Resource::Storage => {
+                "reads wait on storage: keep the file in the OS cache if it fits, use QuasiRandom with the process cache, or move the file to faster storage"
+            }
+            Resource::Cpu => {
+                "the workers are busy decoding: use every physical core, lighter decoders (smaller crops, raw images instead of JPEG), or move element-wise transforms to the GPU"
+            }
+            Resource::Memory => {
+                "memory is short: use the process cache with QuasiRandom, lower --batches-ahead, or raise --max-memory if the machine has room"
+            }
+            Resource::Consumer => {
+                "the loader waits on the consumer: the training step is the bottleneck, the loader has headroom"
+            }
+            Resource::GpuLink => {
+                "host-to-device copies dominate: send smaller dtypes (uint8) and convert on the GPU, or raise --batches-ahead to overlap copies"
+            }
+        }
+    }
+}
+
+/// The scarce resource and the evidence for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnosis {
+    /// The limiting resource.
+    pub resource: Resource,
+    /// The figures that show it, one sentence each.
+    pub evidence: Vec<String>,
+}
+
+impl Diagnosis {
+    /// The diagnosis as JSON (stable keys).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scarce_resource": self.resource.name(),
+            "advice": self.resource.advice(),
+            "evidence": self.evidence,
+        })
+    }
+}
+
+/// What the classification knows besides the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemoryContext {
+    /// The memory the process may use (the `--max-memory` budget, else available RAM).
+    pub limit_bytes: Option<u64>,
+    /// The rules found the file larger than that limit.
+    pub file_larger_than_limit: bool,
+    /// The file's size.
+    pub file_bytes: u64,
+}
+
+/// Names the scarce resource of a measurement.
+///
+/// Memory first (it decides what may run at all: the guard fired, RSS at
+/// [`MEMORY_PRESSURE_SHARE`] of the limit, or a file larger than the limit); otherwise the
+/// largest of four shares: wall time waiting on pages (storage), wall time waiting for a
+/// free slot (consumer), wall time copying to the GPU (GPU link), and the workers' busy
+/// share of their capacity (CPU).
+pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis {
+    let mut evidence = Vec::new();
+    let m = measurement;
+    evidence.push(format!(
+        "{:.0} samples/s over {:.2} s with {} workers",
+        m.samples_per_sec, m.wall_seconds, m.workers
+    ));
+    evidence.push(format!(
+        "waiting on page reads: {:.3} s ({:.0}% of wall time)",
+        m.page_wait_seconds,
+        100.0 * m.page_wait_share()
+    ));
+    evidence.push(format!(
+        "pipeline stages: {:.3} s of worker time ({:.0}% of {} workers' capacity)",
+        m.stage_seconds,
+        100.0 * m.cpu_busy_share(),
+        m.workers
+    ));
+    evidence.push(format!(
+        "waiting for a free slot: {:.3} s ({:.0}% of wall time); consumer waited {:.3} s for batches",
+        m.slot_wait_seconds,
+        100.0 * m.slot_wait_share(),
+        m.consumer_wait_seconds
+    ));
+    match m.h2d_seconds {
+        Some(h2d) => evidence.push(format!(
+            "host-to-device copies: {h2d:.3} s ({:.0}% of wall time)",
+            100.0 * m.h2d_share()
+        )),
+        None => evidence.push("no GPU stage".to_owned()),
+    }
+    let rss_share = match (m.peak_rss_bytes, memory.limit_bytes) {
+        (Some(rss), Some(limit)) if limit > 0 => Some(rss as f64 / limit as f64),
+        _ => None,
+    };
+    if let Some(rss) = m.peak_rss_bytes {
+        evidence.push(match (memory.limit_bytes, rss_share) {
+            (Some(limit), Some(s)) => format!(
+                "peak RSS {} ({:.0}% of the {} memory limit)",
+                super::rules::human_bytes(rss),
+                100.0 * s,
+                super::rules::human_bytes(limit)
+            ),
+            _ => format!("peak RSS {}", super::rules::human_bytes(rss)),
+        });
+    }
+
+    let mut memory_reasons = Vec::new();
+    if m.memory_guard_fired {
+        memory_reasons.push("the memory guard refused a configuration".to_owned());
+    }
+    if rss_share.is_some_and(|s| s >= MEMORY_PRESSURE_SHARE) {
+        memory_reasons.push(format!(
+            "peak RSS is at least {:.0}% of the memory limit",
+            100.0 * MEMORY_PRESSURE_SHARE
+        ));
+    }
+    if memory.file_larger_than_limit {
+        memory_reasons.push(format!(
+            "the file ({}) is larger than the memory it may use ({})",
+            super::rules::human_bytes(memory.file_bytes),
+            memory
+                .limit_bytes
+                .map_or_else(|| "unknown".to_owned(), super::rules::human_bytes)
+        ));
+    }
+    if !memory_reasons.is_empty() {
+        evidence.extend(memory_reasons);
+        return Diagnosis {
+            resource: Resource::Memory,
+            evidence,
+        };
+    }
+
+    let candidates = [
+        (Resource::Storage, m.page_wait_share()),
+        (Resource::Consumer, m.slot_wait_share()),
+        (Resource::GpuLink, m.h2d_share()),
+        (Resource::Cpu, m.cpu_busy_share()),
+    ];
+    // Ties go to the earlier entry: a wait is a more specific finding than busy workers.
+    let (resource, _) =
+        candidates
+            .iter()
+            .copied()
+            .fold((Resource::Cpu, f64::NEG_INFINITY), |best, next| {
+                if next.1 > best.1 { next } else { best }
+            });
+    Diagnosis { resource, evidence }
+}
+
+/// One measured configuration of the search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    /// The knob that was changed (`baseline` for the first run).
+    pub knob: &'static str,
+    /// The configuration measured.
+    pub knobs: Knobs,
+    /// What it measured, or why it could not run.
+    pub outcome: Result<Measurement, String>,
+    /// Whether the change was kept.
+    pub kept: bool,
+}
+
+impl Trial {
+    /// Whether the run failed because the memory guard refused it (its error names the
+    /// memory budget).
+    pub fn memory_guard_fired(&self) -> bool {
+        match &self.outcome {
+            Ok(m) => m.memory_guard_fired,
+            Err(e) => e.contains("memory"),
+        }
+    }
+
+    /// The trial as JSON (stable keys).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "knob": self.knob,
+            "knobs": self.knobs.to_json(),
+            "measurement": self.outcome.as_ref().ok().map(|m| m.to_json()),
+            "error": self.outcome.as_ref().err(),
+            "kept": self.kept,
+        })
+    }
+}
+
+/// The values each knob may take in the search, besides the current one.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Candidates {
+    /// Worker counts to try.
+    pub num_workers: Vec<usize>,
+    /// Queue depths to try.
+    pub batches_ahead: Vec<usize>,
+    /// Whether the other cache may be tried (not when the file does not fit memory).
+    pub try_other_cache: bool,
+    /// Orders to try (empty when the order is fixed by what the run needs).
+    pub orders: Vec<OrderChoice>,
+}
+
+/// The outcome of the search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tuning {
+    /// Every run, in order.
+    pub trials: Vec<Trial>,
+    /// The best configuration found.
+    pub best: Knobs,
+    /// Its measurement (`None` if even the baseline failed).
+    pub best_measurement: Option<Measurement>,
+    /// Planned runs skipped because the time budget ran out.
+    pub skipped: usize,
+}
+
+/// One planned change of one knob.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Workers(usize),
+    Ahead(usize),
+    OtherCache,
+    Order(OrderChoice),
+}
+
+impl Change {
+    fn knob(self) -> &'static str {
+        match self {
+            Change::Workers(_) => "num_workers",
+            Change::Ahead(_) => "batches_ahead",
+            Change::OtherCache => "os_cache",
+            Change::Order(_) => "order",
+        }
+    }
+
+    fn apply(self, knobs: Knobs) -> Knobs {
+        match self {
+            Change::Workers(num_workers) => Knobs {
+                num_workers,
+                ..knobs
+            },
+            Change::Ahead(batches_ahead) => Knobs {
+                batches_ahead,
+                ..knobs
+            },
+            Change::OtherCache => Knobs {
+                os_cache: !knobs.os_cache,
+                ..knobs
+            },
+            Change::Order(order) => Knobs { order, ..knobs },
+        }
+    }
+}
+
+/// Measures `start`, then each knob's other values one at a time from the best so far,
+/// keeping a change only when it beats the best by [`KEEP_THRESHOLD`]. `time_left` is asked
+/// before every run; once it says no, the remaining runs are counted as skipped.
+pub fn tune(
+    start: Knobs,
+    candidates: &Candidates,
+    time_left: &mut dyn FnMut() -> bool,
+    measure: &mut dyn FnMut(&Knobs) -> Result<Measurement, String>,
+) -> Tuning {
+    let mut plan: Vec<Change> = Vec::new();
+    plan.extend(candidates.num_workers.iter().map(|&n| Change::Workers(n)));
+    plan.extend(candidates.batches_ahead.iter().map(|&b| Change::Ahead(b)));
+    if candidates.try_other_cache {
+        plan.push(Change::OtherCache);
+    }
+    plan.extend(candidates.orders.iter().map(|&o| Change::Order(o)));
+
+    let mut trials = Vec::new();
+    let mut skipped = 0;
+    if !time_left() {
+        return Tuning {
+            trials,
+            best: start,
+            best_measurement: None,
+            skipped: plan.len() + 1,
+        };
+    }
+    let baseline = measure(&start);
+    let mut best = start;
+    let mut best_measurement = baseline.as_ref().ok().copied();
+    trials.push(Trial {
+        knob: "baseline",
+        knobs: start,
+        outcome: baseline,
+        kept: best_measurement.is_some(),
+    });
+    for change in plan {
+        let (knob, knobs) = (change.knob(), change.apply(best));
+        if knobs == best {
+            continue;
+        }
+        if !time_left() {
+            skipped += 1;
+            continue;
+        }
+        let outcome = measure(&knobs);
+        let kept = match (&outcome, &best_measurement) {
+            (Ok(new), Some(old)) => new.samples_per_sec > old.samples_per_sec * KEEP_THRESHOLD,
+            (Ok(_), None) => true,
+            (Err(_), _) => false,
+        };
+        if kept {
+            best = knobs;
+            best_measurement = outcome.as_ref().ok().copied();
+        }
+        trials.push(Trial {
+            knob,
+            knobs,
+            outcome,
+            kept,
+        });
+    }
+    Tuning {
+        trials,
+        best,
+        best_measurement,
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measurement(rate: f64) -> Measurement {
+        Measurement {
+            samples_per_sec: rate,
+            wall_seconds: 1.0,
+            workers: 2,
+            ..Measurement::default()
+        }
+    }
+
+    fn start() -> Knobs {
+        Knobs {
+            os_cache: true,
+            order: OrderChoice::Random,
+            num_workers: 2,
+            batches_ahead: 3,
+        }
+    }
+
+    #[test]
+    fn page_waits_name_storage() {
+        let m = Measurement {
+            page_wait_seconds: 0.6,
+            stage_seconds: 0.4,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Storage);
+        assert!(d.evidence.iter().any(|e| e.contains("60% of wall time")));
+        assert!(d.evidence.iter().any(|e| e == "no GPU stage"));
+    }
+
+    #[test]
+    fn busy_workers_name_the_cpu() {
+        let m = Measurement {
+            stage_seconds: 1.9,
+            page_wait_seconds: 0.01,
+            slot_wait_seconds: 0.02,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Cpu);
+        assert!(d.evidence.iter().any(|e| e.contains("95% of 2 workers")));
+    }
+
+    #[test]
+    fn slot_waits_name_the_consumer() {
+        let m = Measurement {
+            slot_wait_seconds: 0.7,
+            stage_seconds: 0.5,
+            ..measurement(100.0)
+        };
+        assert_eq!(
+            diagnose(&m, &MemoryContext::default()).resource,
+            Resource::Consumer
+        );
+    }
+
+    #[test]
+    fn copies_name_the_gpu_link() {
+        let m = Measurement {
+            h2d_seconds: Some(0.8),
+            stage_seconds: 0.4,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::GpuLink);
+        assert!(!d.evidence.iter().any(|e| e == "no GPU stage"));
+    }
+
+    #[test]
+    fn memory_pressure_wins_over_any_wait() {
+        let busy = Measurement {
+            page_wait_seconds: 0.9,
+            peak_rss_bytes: Some(95),
+            ..measurement(100.0)
+        };
+        let near_budget = MemoryContext {
+            limit_bytes: Some(100),
+            ..MemoryContext::default()
+        };
+        assert_eq!(diagnose(&busy, &near_budget).resource, Resource::Memory);
+        let roomy = MemoryContext {
+            limit_bytes: Some(1000),
+            ..MemoryContext::default()
+        };
+        assert_eq!(diagnose(&busy, &roomy).resource, Resource::Storage);
+        let guard = Measurement {
+            memory_guard_fired: true,
+            ..measurement(0.0)
+        };
+        let d = diagnose(&guard, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Memory);
+        assert!(d.evidence.iter().any(|e| e.contains("memory guard")));
+        let declared = MemoryContext {
+            limit_bytes: Some(1 << 20),
+            file_larger_than_limit: true,
+            file_bytes: 3 << 20,
+        };
+        let d = diagnose(&measurement(100.0), &declared);
+        assert_eq!(d.resource, Resource::Memory);
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.contains("3.0 MiB") && e.contains("1.0 MiB"))
+        );
+    }
+
+    #[test]
+    fn a_change_is_kept_only_when_it_beats_the_noise() {
+        let candidates = Candidates {
+            num_workers: vec![1, 4],
+            batches_ahead: vec![1],
+            try_other_cache: true,
+            orders: vec![OrderChoice::QuasiRandom],
+        };
+        // 4 workers: +50% (kept); batches_ahead 1: +3% (noise, dropped); process cache: fails;
+        // QuasiRandom: +10% (kept).
+        let mut measure = |k: &Knobs| -> Result<Measurement, String> {
+            let mut rate = 100.0;
+            if k.num_workers == 4 {
+                rate *= 1.5;
+            }
+            if k.num_workers == 1 {
+                rate *= 0.5;
+            }
+            if k.batches_ahead == 1 {
+                rate *= 1.03;
+            }
+            if !k.os_cache {
+                return Err("memory guard".to_owned());
+            }
+            if k.order == OrderChoice::QuasiRandom {
+                rate *= 1.1;
+            }
+            Ok(measurement(rate))
+        };
+        let t = tune(start(), &candidates, &mut || true, &mut measure);
+        let summary: Vec<(&str, bool)> = t.trials.iter().map(|t| (t.knob, t.kept)).collect();
+        assert_eq!(
+            summary,
+            [
+                ("baseline", true),
+                ("num_workers", false),
+                ("num_workers", true),
+                ("batches_ahead", false),
+                ("os_cache", false),
+                ("order", true),
+            ]
+        );
+        assert_eq!(
+            t.best,
+            Knobs {
+                os_cache: true,
+                order: OrderChoice::QuasiRandom,
+                num_workers: 4,
+                batches_ahead: 3,
+            }
+        );
+        assert_eq!(t.best_measurement.unwrap().samples_per_sec, 165.0);
+        assert_eq!(t.skipped, 0);
+    }
+
+    #[test]
+    fn the_time_budget_stops_the_search() {
+        let candidates = Candidates {
+            num_workers: vec![1, 4],
+            batches_ahead: vec![1, 6],
+            ..Candidates::default()
+        };
+        let mut runs_left = 2;
+        let mut time_left = || {
+            runs_left -= 1;
+            runs_left >= 0
+        };
+        let mut measured = 0;
+        let t = tune(start(), &candidates, &mut time_left, &mut |_| {
+            measured += 1;
+            Ok(measurement(100.0))
+        });
+        assert_eq!(measured, 2);
+        assert_eq!(t.trials.len(), 2);
+        assert_eq!(t.skipped, 3);
+        let none = tune(start(), &candidates, &mut || false, &mut |_| {
+            Ok(measurement(1.0))
+        });
+        assert!(none.trials.is_empty());
+        assert_eq!(none.skipped, 5);
+        assert_eq!(none.best, start());
+    }
+
+    #[test]
+    fn a_failed_baseline_lets_the_first_working_change_win() {
+        let candidates = Candidates {
+            num_workers: vec![1],
+            ..Candidates::default()
+        };
+        let t = tune(start(), &candidates, &mut || true, &mut |k| {
+            if k.num_workers == 2 {
+                Err("guard".to_owned())
+            } else {
+                Ok(measurement(10.0))
+            }
+        });
+        assert!(!t.trials[0].kept);
+        assert!(t.trials[1].kept);
+        assert_eq!(t.best.num_workers, 1);
+    }
+}

@@ -1,0 +1,425 @@
+//! The decision rules of `ffcv doctor`: from the facts (file size, memory, budget, cores,
+//! distributed or not, what the run needs) to a starting configuration, with the rule that
+//! decided each knob.
+//!
+//! Pure functions over plain values, so every rule is tested without a machine or a loader.
+//! The rules follow FFCV's tuning guide, adjusted for what we do better (QuasiRandom works in
+//! distributed mode here):
+//!
+//! | situation | cache | order |
+//! |---|---|---|
+//! | fits comfortably in memory, or several processes share it | OS cache | Random (or QuasiRandom) |
+//! | larger than memory, exact uniform shuffle not needed | process cache | QuasiRandom |
+//! | larger than memory, distributed | process cache | QuasiRandom (ours), or Sequential/Random |
+//! | larger than memory, exact uniform shuffle needed | process cache | Random (I/O bound) |
+//! | the order must repeat run to run | (as above) | Sequential, or Random with a fixed seed |
+//!
+//! Workers: one per physical core in the affinity mask (hyper-threads add little to decode).
+
+use serde_json::{Value, json};
+
+use super::facts::Memory;
+use crate::commands::order::OrderChoice;
+
+/// A file "fits comfortably" when it takes at most this share of the memory it may use: the
+/// rest is left for the model, the batches in flight and the other processes.
+pub const COMFORT_NUM: u64 = 3;
+/// Denominator of the comfort share (3/4).
+pub const COMFORT_DEN: u64 = 4;
+
+/// What the user needs from the run, beyond speed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The same order every run (evaluation, debugging, exact reproduction).
+    pub repeatable: bool,
+    /// An exactly uniform permutation each epoch (QuasiRandom only shuffles within a window
+    /// of pages).
+    pub uniform: bool,
+}
+
+/// The facts the rules read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Situation {
+    /// Size of the .beton file in bytes.
+    pub file_bytes: u64,
+    /// The machine's memory, when known.
+    pub memory: Option<Memory>,
+    /// The process-cache memory budget given with `--max-memory`, if any: the file is judged
+    /// against it as if it were the machine's memory.
+    pub max_memory: Option<u64>,
+    /// Processes reading the file (`--world-size`; 1 = not distributed).
+    pub world_size: u64,
+    /// CPUs in the affinity mask.
+    pub affinity_cpus: usize,
+    /// Physical cores in the affinity mask, when visible.
+    pub physical_cores: Option<usize>,
+    /// What the run needs.
+    pub needs: Needs,
+    /// The order the user asked for (`--order`), if any: it decides between Sequential and
+    /// seeded Random when the order must repeat.
+    pub requested_order: Option<OrderChoice>,
+    /// The seed the user gave, if any.
+    pub seed: Option<u64>,
+}
+
+/// One rule that fired, with its stable id and the sentence that explains it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// Stable identifier (`fits-in-memory`, `larger-than-memory`, ...).
+    pub id: &'static str,
+    /// Why, with the numbers.
+    pub because: String,
+}
+
+/// The starting configuration the rules recommend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recommendation {
+    /// `true`: OS page cache (mmap); `false`: the process cache.
+    pub os_cache: bool,
+    /// The traversal order.
+    pub order: OrderChoice,
+    /// Pipeline threads.
+    pub num_workers: usize,
+    /// A seed to fix, when the order must repeat.
+    pub seed: Option<u64>,
+    /// `true` when the file does not fit the memory it may use: memory is the scarce resource
+    /// before anything is measured, and the OS cache is ruled out.
+    pub larger_than_memory: bool,
+    /// The rules that decided, in order.
+    pub fired: Vec<Fired>,
+}
+
+impl Recommendation {
+    /// The recommendation as JSON (stable keys).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "os_cache": self.os_cache,
+            "order": order_name(self.order),
+            "num_workers": self.num_workers,
+            "seed": self.seed,
+            "larger_than_memory": self.larger_than_memory,
+            "rules": self.fired.iter().map(|f| json!({"id": f.id, "because": f.because})).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The command-line spelling of an order.
+pub fn order_name(order: OrderChoice) -> &'static str {
+    match order {
+        OrderChoice::Sequential => "sequential",
+        OrderChoice::Random => "random",
+        OrderChoice::QuasiRandom => "quasi-random",
+    }
+}
+
+/// `1.5 GiB`, `3.0 MiB`: sizes for people.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The memory the file is judged against: available RAM, capped by the budget; with neither
+/// known, `None`.
+pub fn memory_limit(situation: &Situation) -> Option<u64> {
+    let available = situation.memory.map(|m| m.available);
+    match (available, situation.max_memory) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn fits_comfortably(bytes: u64, limit: u64) -> bool {
+    // bytes <= limit * 3/4, without overflow for any u64.
+    u128::from(bytes) * u128::from(COMFORT_DEN) <= u128::from(limit) * u128::from(COMFORT_NUM)
+}
+
+/// Applies the decision rules.
+pub fn recommend(situation: &Situation) -> Recommendation {
+    let mut fired = Vec::new();
+    let file = human_bytes(situation.file_bytes);
+    let distributed = situation.world_size > 1;
+    let limit = memory_limit(situation);
+    let limit_name = match (situation.memory, situation.max_memory) {
+        (Some(m), Some(b)) if b <= m.available => "the --max-memory budget",
+        (_, Some(_)) if situation.memory.is_none() => "the --max-memory budget",
+        _ => "available memory",
+    };
+
+    // Several processes on one machine share one copy in the OS page cache; each process
+    // cache would hold its own. Judged against total memory (they share it), within the budget.
+    let shared_fits = distributed
+        && situation
+            .memory
+            .map(|m| situation.max_memory.map_or(m.total, |b| b.min(m.total)))
+            .is_some_and(|total| fits_comfortably(situation.file_bytes, total));
+
+    let (os_cache, mut order, larger_than_memory) = match limit {
+        Some(limit) if fits_comfortably(situation.file_bytes, limit) => {
+            fired.push(Fired {
+                id: "fits-in-memory",
+                because: format!(
+                    "the file ({file}) takes at most 3/4 of {limit_name} ({}): the OS page cache keeps it after the first epoch, so any order reads from RAM",
+                    human_bytes(limit)
+                ),
+            });
+            (true, OrderChoice::Random, false)
+        }
+        _ if shared_fits => {
+            fired.push(Fired {
+                id: "shared-by-processes",
+                because: format!(
+                    "{} processes read the file ({file}); one copy in the OS page cache serves them all, where each process cache would hold its own",
+                    situation.world_size
+                ),
+            });
+            (true, OrderChoice::Random, false)
+        }
+        None => {
+            fired.push(Fired {
+                id: "memory-unknown",
+                because: format!(
+                    "memory is not visible here and no --max-memory was given; assuming the file ({file}) fits"
+                ),
+            });
+            (true, OrderChoice::Random, false)
+        }
+        Some(limit) => {
+            let limit = human_bytes(limit);
+            if situation.needs.uniform {
+                fired.push(Fired {
+                    id: "larger-than-memory-uniform",
+                    because: format!(
+                        "the file ({file}) does not fit {limit_name} ({limit}) and the shuffle must be exactly uniform: the process cache with Random, which reads pages scattered over the file (expect the storage to be the limit)"
+                    ),
+                });
+                (false, OrderChoice::Random, true)
+            } else if distributed {
+                fired.push(Fired {
+                    id: "larger-than-memory-distributed",
+                    because: format!(
+                        "the file ({file}) does not fit {limit_name} ({limit}) and {} processes read it: the process cache with QuasiRandom (distributed here, disjoint pages per rank; FFCV refuses this); Sequential or Random also work",
+                        situation.world_size
+                    ),
+                });
+                (false, OrderChoice::QuasiRandom, true)
+            } else {
+                fired.push(Fired {
+                    id: "larger-than-memory",
+                    because: format!(
+                        "the file ({file}) does not fit {limit_name} ({limit}): the process cache with QuasiRandom reads each page once per epoch and keeps few pages in memory"
+                    ),
+                });
+                (false, OrderChoice::QuasiRandom, true)
+            }
+        }
+    };
+
+    let mut seed = None;
+    if situation.needs.repeatable {
+        if situation.requested_order == Some(OrderChoice::Sequential) {
+            order = OrderChoice::Sequential;
+            fired.push(Fired {
+                id: "repeatable",
+                because: "the order must repeat and Sequential was asked for: the same order every epoch and run".to_owned(),
+            });
+        } else {
+            order = OrderChoice::Random;
+            let chosen = situation.seed.unwrap_or(0);
+            seed = Some(chosen);
+            fired.push(Fired {
+                id: "repeatable",
+                because: format!(
+                    "the order must repeat: Random with the fixed seed {chosen} (epoch e uses seed + e) gives the same orders every run"
+                ),
+            });
+        }
+    }
+
+    let cores = situation
+        .physical_cores
+        .unwrap_or(situation.affinity_cpus)
+        .clamp(1, situation.affinity_cpus.max(1));
+    fired.push(Fired {
+        id: "workers-physical-cores",
+        because: match situation.physical_cores {
+            Some(physical) => format!(
+                "{cores} workers: one per physical core ({physical} physical cores among {} CPUs in the affinity mask)",
+                situation.affinity_cpus
+            ),
+            None => format!(
+                "{cores} workers: the CPUs in the affinity mask (physical cores not visible)"
+            ),
+        },
+    });
+
+    Recommendation {
+        os_cache,
+        order,
+        num_workers: cores,
+        seed,
+        larger_than_memory,
+        fired,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn situation(file_bytes: u64) -> Situation {
+        Situation {
+            file_bytes,
+            memory: Some(Memory {
+                total: 16 * GIB,
+                available: 12 * GIB,
+            }),
+            max_memory: None,
+            world_size: 1,
+            affinity_cpus: 8,
+            physical_cores: Some(4),
+            needs: Needs::default(),
+            requested_order: None,
+            seed: None,
+        }
+    }
+
+    fn ids(recommendation: &Recommendation) -> Vec<&'static str> {
+        recommendation.fired.iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn a_file_well_inside_available_memory_gets_the_os_cache_and_random() {
+        let r = recommend(&situation(GIB));
+        assert!(r.os_cache);
+        assert_eq!(r.order, OrderChoice::Random);
+        assert!(!r.larger_than_memory);
+        assert_eq!(ids(&r), ["fits-in-memory", "workers-physical-cores"]);
+    }
+
+    #[test]
+    fn comfort_means_three_quarters_of_available_memory() {
+        // 12 GiB available: 9 GiB fits, one byte more does not.
+        assert!(recommend(&situation(9 * GIB)).os_cache);
+        let r = recommend(&situation(9 * GIB + 1));
+        assert!(!r.os_cache);
+        assert!(r.larger_than_memory);
+    }
+
+    #[test]
+    fn a_file_larger_than_memory_gets_the_process_cache_and_quasi_random() {
+        let r = recommend(&situation(40 * GIB));
+        assert!(!r.os_cache);
+        assert_eq!(r.order, OrderChoice::QuasiRandom);
+        assert!(r.larger_than_memory);
+        assert_eq!(ids(&r)[0], "larger-than-memory");
+        assert!(r.fired[0].because.contains("40.0 GiB"), "{:?}", r.fired[0]);
+    }
+
+    #[test]
+    fn the_max_memory_budget_stands_in_for_ram() {
+        let mut s = situation(100 << 20);
+        s.max_memory = Some(64 << 20);
+        let r = recommend(&s);
+        assert!(!r.os_cache);
+        assert_eq!(r.order, OrderChoice::QuasiRandom);
+        assert!(r.fired[0].because.contains("--max-memory budget"));
+        s.max_memory = Some(200 << 20);
+        assert!(recommend(&s).os_cache);
+    }
+
+    #[test]
+    fn an_exact_uniform_shuffle_larger_than_memory_keeps_random() {
+        let mut s = situation(40 * GIB);
+        s.needs.uniform = true;
+        let r = recommend(&s);
+        assert!(!r.os_cache);
+        assert_eq!(r.order, OrderChoice::Random);
+        assert_eq!(ids(&r)[0], "larger-than-memory-uniform");
+    }
+
+    #[test]
+    fn distributed_larger_than_memory_uses_our_distributed_quasi_random() {
+        let mut s = situation(40 * GIB);
+        s.world_size = 8;
+        let r = recommend(&s);
+        assert!(!r.os_cache);
+        assert_eq!(r.order, OrderChoice::QuasiRandom);
+        assert_eq!(ids(&r)[0], "larger-than-memory-distributed");
+        assert!(r.fired[0].because.contains("Sequential or Random"));
+    }
+
+    #[test]
+    fn several_processes_share_one_os_cached_copy_when_it_fits_total_memory() {
+        // 10 GiB: not comfortable within 12 GiB available, but within 16 GiB total that the
+        // ranks share.
+        let mut s = situation(10 * GIB);
+        s.world_size = 4;
+        let r = recommend(&s);
+        assert!(r.os_cache);
+        assert_eq!(r.order, OrderChoice::Random);
+        assert_eq!(ids(&r)[0], "shared-by-processes");
+    }
+
+    #[test]
+    fn a_repeatable_run_gets_seeded_random_or_the_sequential_it_asked_for() {
+        let mut s = situation(GIB);
+        s.needs.repeatable = true;
+        let r = recommend(&s);
+        assert_eq!((r.order, r.seed), (OrderChoice::Random, Some(0)));
+        s.seed = Some(42);
+        assert_eq!(recommend(&s).seed, Some(42));
+        s.requested_order = Some(OrderChoice::Sequential);
+        let r = recommend(&s);
+        assert_eq!((r.order, r.seed), (OrderChoice::Sequential, None));
+        assert!(ids(&r).contains(&"repeatable"));
+        // Repeatable overrides QuasiRandom, but not the cache choice.
+        let mut big = situation(40 * GIB);
+        big.needs.repeatable = true;
+        let r = recommend(&big);
+        assert!(!r.os_cache);
+        assert_eq!(r.order, OrderChoice::Random);
+    }
+
+    #[test]
+    fn workers_are_the_physical_cores_within_the_affinity_mask() {
+        let mut s = situation(GIB);
+        assert_eq!(recommend(&s).num_workers, 4);
+        s.physical_cores = None;
+        assert_eq!(recommend(&s).num_workers, 8);
+        s.physical_cores = Some(16);
+        s.affinity_cpus = 2;
+        assert_eq!(recommend(&s).num_workers, 2);
+    }
+
+    #[test]
+    fn unknown_memory_without_a_budget_assumes_the_file_fits_and_says_so() {
+        let mut s = situation(40 * GIB);
+        s.memory = None;
+        let r = recommend(&s);
+        assert!(r.os_cache);
+        assert_eq!(ids(&r)[0], "memory-unknown");
+        s.max_memory = Some(GIB);
+        let r = recommend(&s);
+        assert!(!r.os_cache);
+        assert!(r.fired[0].because.contains("--max-memory budget"));
+    }
+
+    #[test]
+    fn sizes_print_in_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+        assert_eq!(human_bytes(u64::MAX), "16777216.0 TiB");
+    }
+}

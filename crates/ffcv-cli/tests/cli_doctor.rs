@@ -1,0 +1,216 @@
+//! `ffcv doctor`: the facts it records, the configuration its rules recommend for a file that
+//! fits memory and for one declared larger than the memory budget, and its usage errors.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use beton_io::{DatasetWriter, from_fn};
+use ffcv_cli::synthetic::{Kind, Spec};
+use serde_json::Value;
+use support::ffcv;
+
+/// Writes `samples` CIFAR-like samples (3 KiB raw image + label) with the default 8 MiB
+/// pages.
+fn cifar_file(dir: &Path, samples: u64) -> PathBuf {
+    let path = dir.join("cifar.beton");
+    let spec = Spec {
+        seed: 3,
+        ..Spec::new(Kind::CifarRaw)
+    };
+    DatasetWriter::new(&path, spec.fields().unwrap())
+        .unwrap()
+        .with_num_workers(1)
+        .write(&from_fn(samples, |i| Ok(spec.sample(i))))
+        .unwrap();
+    path
+}
+
+fn doctor_json(args: &[&str]) -> Value {
+    let run = ffcv(args);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    run.json()
+}
+
+fn rule_ids(report: &Value) -> Vec<String> {
+    report["rules"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rule| rule["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_file_smaller_than_memory_gets_the_os_cache_with_random() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 200);
+    let file = path.to_str().unwrap();
+    let report = doctor_json(&[
+        "doctor",
+        file,
+        "--batch-size",
+        "32",
+        "--no-measure",
+        "--json",
+    ]);
+
+    let facts = &report["facts"];
+    assert_eq!(facts["file_bytes"], std::fs::metadata(&path).unwrap().len());
+    assert_eq!(facts["samples"], 200);
+    assert_eq!(facts["page_size"], beton_io::DEFAULT_PAGE_SIZE);
+    assert_eq!(facts["batch_size"], 32);
+    assert_eq!(facts["distributed"], false);
+    assert_eq!(facts["jpeg"], false);
+    let machine = &facts["machine"];
+    let cpus = machine["affinity_cpus"].as_u64().unwrap();
+    assert!(cpus >= 1);
+    assert!(machine["memory_total_bytes"].as_u64().unwrap() > 0);
+
+    assert_eq!(report["rules"]["os_cache"], true);
+    assert_eq!(report["rules"]["order"], "random");
+    assert_eq!(report["rules"]["larger_than_memory"], false);
+    assert_eq!(
+        rule_ids(&report),
+        ["fits-in-memory", "workers-physical-cores"]
+    );
+    assert_eq!(report["recommended"], report["start"]);
+    assert_eq!(report["trials"], Value::Null);
+    let workers = report["recommended"]["num_workers"].as_u64().unwrap();
+    assert!(workers >= 1 && workers <= cpus);
+    assert_eq!(
+        report["command"],
+        format!(
+            "ffcv bench {file} --batch-size 32 --order random --num-workers {workers} --batches-ahead 3"
+        )
+    );
+}
+
+#[test]
+fn a_file_larger_than_the_memory_budget_gets_the_process_cache_with_quasi_random() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 200);
+    let file = path.to_str().unwrap();
+    // 200 samples of 3 KiB: a 256 KiB budget cannot hold the file.
+    let report = doctor_json(&[
+        "doctor",
+        file,
+        "--batch-size",
+        "32",
+        "--max-memory",
+        "256KiB",
+        "--no-measure",
+        "--json",
+    ]);
+    assert_eq!(report["facts"]["max_memory_bytes"], 256 << 10);
+    assert_eq!(report["rules"]["os_cache"], false);
+    assert_eq!(report["rules"]["order"], "quasi-random");
+    assert_eq!(report["rules"]["larger_than_memory"], true);
+    assert_eq!(rule_ids(&report)[0], "larger-than-memory");
+    let because = report["rules"]["rules"][0]["because"].as_str().unwrap();
+    assert!(
+        because.contains("--max-memory budget (256.0 KiB)"),
+        "{because}"
+    );
+    let workers = report["recommended"]["num_workers"].as_u64().unwrap();
+    assert_eq!(
+        report["command"],
+        format!(
+            "ffcv bench {file} --batch-size 32 --order quasi-random --num-workers {workers} --batches-ahead 3 --no-os-cache --max-memory 262144"
+        )
+    );
+}
+
+#[test]
+fn distributed_ranks_over_a_budget_get_distributed_quasi_random() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 200);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--max-memory",
+        "256KiB",
+        "--world-size",
+        "4",
+        "--rank",
+        "1",
+        "--no-measure",
+        "--json",
+    ]);
+    assert_eq!(report["facts"]["distributed"], true);
+    assert_eq!(report["rules"]["order"], "quasi-random");
+    assert_eq!(rule_ids(&report)[0], "larger-than-memory-distributed");
+    assert!(
+        report["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("--world-size 4 --rank 1")
+    );
+}
+
+#[test]
+fn a_repeatable_uniform_run_is_pinned_to_seeded_random() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 50);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--repeatable",
+        "--seed",
+        "17",
+        "--no-measure",
+        "--json",
+    ]);
+    assert_eq!(report["rules"]["order"], "random");
+    assert_eq!(report["rules"]["seed"], 17);
+    assert!(rule_ids(&report).contains(&"repeatable".to_owned()));
+    assert!(report["command"].as_str().unwrap().ends_with("--seed 17"));
+}
+
+#[test]
+fn the_text_report_shows_facts_rules_and_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 50);
+    let run = ffcv(["doctor", path.to_str().unwrap(), "--no-measure"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for needle in [
+        "facts",
+        "memory",
+        "storage",
+        "affinity mask",
+        "image (NDArrayField): default, label (IntField): default",
+        "starting configuration (decision rules)",
+        "fits-in-memory",
+        "measurements: none (--no-measure)",
+        "recommended settings",
+        "ffcv bench ",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "`{needle}` not in:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_are_usage_errors_and_a_missing_file_a_runtime_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 10);
+    let file = path.to_str().unwrap();
+    for args in [
+        vec!["doctor", file, "--time-budget", "0"],
+        vec!["doctor", file, "--time-budget", "nan"],
+        vec!["doctor", file, "--world-size", "2", "--rank", "2"],
+        vec!["doctor", file, "--batch-size", "0"],
+        vec!["doctor", file, "--decoder", "nosuchfield=simple"],
+        vec!["doctor", file, "--max-memory", "lots"],
+    ] {
+        let run = ffcv(&args);
+        assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    let missing = dir.path().join("absent.beton");
+    ffcv(["doctor", missing.to_str().unwrap(), "--no-measure"])
+        .assert_runtime_error("absent.beton");
+}
