@@ -143,14 +143,10 @@ pub fn python_float_repr(f: f64) -> String {
         return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
     let sign = if f.is_sign_negative() { "-" } else { "" };
-    // Rust's `{:e}` prints the shortest round-trip digits: "1.2345e-7", "5e-324", "0e0".
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci.split_once('e').expect("`{:e}` always has an exponent");
-    let exp: i32 = exp.parse().expect("integer exponent");
-    let digits: String = mantissa.chars().filter(|&c| c != '.').collect();
     if f == 0.0 {
         return format!("{sign}0.0");
     }
+    let (digits, exp) = shortest_digits(f.abs());
     if !(-4..16).contains(&exp) {
         let (first, rest) = digits.split_at(1);
         let frac = if rest.is_empty() {
@@ -173,6 +169,31 @@ pub fn python_float_repr(f: f64) -> String {
         let (int, frac) = digits.split_at(int_len);
         format!("{sign}{int}.{frac}")
     }
+}
+
+/// The shortest decimal digits that read back as `x` (> 0), and the decimal exponent of the
+/// first digit, chosen like CPython (David Gay's `dtoa` mode 0): among the shortest strings,
+/// the one nearest to `x`, ties to even.
+fn shortest_digits(x: f64) -> (String, i32) {
+    let split = |s: &str| {
+        let (mantissa, exp) = s.split_once('e').expect("`{:e}` always has an exponent");
+        let digits: String = mantissa.chars().filter(|&c| c != '.').collect();
+        (digits, exp.parse::<i32>().expect("integer exponent"))
+    };
+    // Rust's `{:e}` gives the shortest round-trip digits, but it breaks an exact tie between
+    // two equally near candidates upwards (…088.13 where CPython prints …088.12).
+    let (digits, exp) = split(&format!("{x:e}"));
+    // `{:.Ne}` rounds the exact binary value to N+1 digits, ties to even; when that string of
+    // the same length still reads back as `x`, it is the nearest one, as CPython picks.
+    let exact = format!("{:.*e}", digits.len() - 1, x);
+    if exact.parse::<f64>() == Ok(x) {
+        let (d, e) = split(&exact);
+        let d = d.trim_end_matches('0');
+        if !d.is_empty() {
+            return (d.to_string(), e);
+        }
+    }
+    (digits, exp)
 }
 
 fn write_python_string(s: &str, out: &mut String) {
@@ -455,6 +476,7 @@ mod tests {
             (f64::INFINITY, "Infinity"),
             (f64::NEG_INFINITY, "-Infinity"),
             (2.5e-7, "2.5e-07"),
+            (-122404184627088.125, "-122404184627088.12"),
             (1e100, "1e+100"),
         ] {
             assert_eq!(python_float_repr(f), s, "{f:?}");
