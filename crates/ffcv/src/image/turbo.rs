@@ -134,26 +134,42 @@ fn odd_part(tmp4: i64, tmp5: i64, tmp6: i64, tmp7: i64) -> (i64, i64, i64, i64) 
     (t7, t6, t5, t4)
 }
 
-/// A Huffman table in canonical form plus a 9-bit lookahead.
+/// A Huffman table in canonical form plus a 9-bit lookahead, stored inline
+/// so redefining it per image allocates nothing.
 #[derive(Clone)]
 struct Huffman {
+    defined: bool,
     /// `(code length, symbol)` for every 9-bit prefix; length 0 = slow path.
-    fast: Box<[(u8, u8); 512]>,
+    fast: [(u8, u8); 512],
     maxcode: [i32; 18],
     valoffset: [i32; 17],
-    symbols: Vec<u8>,
+    symbols: [u8; 256],
+}
+
+impl Default for Huffman {
+    fn default() -> Self {
+        Self {
+            defined: false,
+            fast: [(0, 0); 512],
+            maxcode: [-1; 18],
+            valoffset: [0; 17],
+            symbols: [0; 256],
+        }
+    }
 }
 
 impl Huffman {
-    fn new(counts: &[u8; 16], symbols: &[u8]) -> std::result::Result<Self, &'static str> {
-        let mut fast = Box::new([(0u8, 0u8); 512]);
-        let mut maxcode = [-1i32; 18];
-        let mut valoffset = [0i32; 17];
+    /// Builds the table from a DHT segment's 16 code-length counts and its
+    /// symbols (`symbols.len()` is the sum of the counts, at most 256).
+    fn set(&mut self, counts: &[u8; 16], symbols: &[u8]) -> std::result::Result<(), &'static str> {
+        self.defined = false;
+        self.fast.fill((0, 0));
+        self.symbols[..symbols.len()].copy_from_slice(symbols);
         let mut code: i32 = 0;
         let mut k: usize = 0;
         for len in 1..=16usize {
             let n = usize::from(counts[len - 1]);
-            valoffset[len] = k as i32 - code;
+            self.valoffset[len] = k as i32 - code;
             for _ in 0..n {
                 if code >= 1 << len {
                     return Err("Huffman table has more codes than its lengths allow");
@@ -161,23 +177,19 @@ impl Huffman {
                 if len <= 9 {
                     let shift = 9 - len;
                     let base = (code as usize) << shift;
-                    for e in &mut fast[base..base + (1 << shift)] {
+                    for e in &mut self.fast[base..base + (1 << shift)] {
                         *e = (len as u8, symbols[k]);
                     }
                 }
                 code += 1;
                 k += 1;
             }
-            maxcode[len] = if n > 0 { code - 1 } else { -1 };
+            self.maxcode[len] = if n > 0 { code - 1 } else { -1 };
             code <<= 1;
         }
-        maxcode[17] = i32::MAX;
-        Ok(Self {
-            fast,
-            maxcode,
-            valoffset,
-            symbols: symbols.to_vec(),
-        })
+        self.maxcode[17] = i32::MAX;
+        self.defined = true;
+        Ok(())
     }
 }
 
@@ -323,11 +335,14 @@ struct Component {
     ph: usize,
 }
 
-/// Decoder state reused between images (planes and row buffers).
+/// Decoder state reused between images: sample planes, row buffers and
+/// Huffman tables, so a decode allocates only while the planes grow.
 #[derive(Default)]
 pub(crate) struct TurboDecoder {
     planes: [Vec<u8>; 3],
     rows: [Vec<u8>; 3],
+    dc: [Huffman; 4],
+    ac: [Huffman; 4],
 }
 
 fn corrupt(len: usize, message: &str) -> ImageError {
@@ -349,9 +364,11 @@ impl TurboDecoder {
         let mut pos = 2;
         let mut qt = [[0i64; 64]; 4];
         let mut qt_set = [false; 4];
-        let mut dc: [Option<Huffman>; 4] = Default::default();
-        let mut ac: [Option<Huffman>; 4] = Default::default();
-        let mut comps: Vec<Component> = Vec::new();
+        for t in self.dc.iter_mut().chain(self.ac.iter_mut()) {
+            t.defined = false;
+        }
+        let mut comp_buf = [Component::default(); 3];
+        let mut ncomp = 0usize;
         let (mut width, mut height, mut hmax, mut vmax) = (0usize, 0usize, 1usize, 1usize);
         let mut restart_interval = 0usize;
         let mut adobe_transform: Option<u8> = None;
@@ -366,7 +383,12 @@ impl TurboDecoder {
                 pos += 1;
             }
             let Some(&marker) = jpeg.get(pos) else {
-                return Err(err("no EOI marker"));
+                // libjpeg-turbo decodes a file whose EOI is missing (with a
+                // warning FFCV ignores), so a complete scan is enough.
+                if scanned {
+                    break;
+                }
+                return Err(err("no scan before the end of the data"));
             };
             pos += 1;
             match marker {
@@ -387,7 +409,7 @@ impl TurboDecoder {
             pos += seg_len;
             match marker {
                 0xC0 | 0xC1 => {
-                    if !comps.is_empty() {
+                    if ncomp > 0 {
                         return Err(err("more than one frame header"));
                     }
                     if seg.len() < 6 || seg[0] != 8 {
@@ -405,19 +427,21 @@ impl TurboDecoder {
                     if seg.len() < 6 + 3 * n {
                         return Err(err("truncated frame header"));
                     }
-                    for c in seg[6..6 + 3 * n].chunks_exact(3) {
+                    for (slot, c) in comp_buf.iter_mut().zip(seg[6..6 + 3 * n].chunks_exact(3)) {
                         let (h, v) = (usize::from(c[1] >> 4), usize::from(c[1] & 15));
                         if !(1..=4).contains(&h) || !(1..=4).contains(&v) || c[2] > 3 {
                             return Err(err("bad component sampling or table"));
                         }
-                        comps.push(Component {
+                        *slot = Component {
                             id: c[0],
                             h,
                             v,
                             tq: usize::from(c[2]),
                             ..Default::default()
-                        });
+                        };
                     }
+                    ncomp = n;
+                    let comps = &mut comp_buf[..n];
                     if n == 1 {
                         // A single component is never subsampled.
                         comps[0].h = 1;
@@ -425,7 +449,7 @@ impl TurboDecoder {
                     }
                     hmax = comps.iter().map(|c| c.h).max().unwrap_or(1);
                     vmax = comps.iter().map(|c| c.v).max().unwrap_or(1);
-                    for c in &comps {
+                    for c in comps.iter() {
                         let ok = |m: usize, s: usize| m == s || m == 2 * s;
                         if !ok(hmax, c.h) || !ok(vmax, c.v) {
                             return Ok(Outcome::Unsupported);
@@ -467,12 +491,12 @@ impl TurboDecoder {
                         if class > 1 || id > 3 || total > 256 || s.len() < 17 + total {
                             return Err(err("bad Huffman table"));
                         }
-                        let table = Huffman::new(&counts, &s[17..17 + total]).map_err(err)?;
-                        if class == 0 {
-                            dc[id] = Some(table);
+                        let table = if class == 0 {
+                            &mut self.dc[id]
                         } else {
-                            ac[id] = Some(table);
-                        }
+                            &mut self.ac[id]
+                        };
+                        table.set(&counts, &s[17..17 + total]).map_err(err)?;
                         s = &s[17 + total..];
                     }
                 }
@@ -509,6 +533,7 @@ impl TurboDecoder {
                     adobe_transform = Some(seg[11]);
                 }
                 0xDA => {
+                    let comps = &comp_buf[..ncomp];
                     if comps.is_empty() {
                         return Err(err("scan before frame header"));
                     }
@@ -516,25 +541,27 @@ impl TurboDecoder {
                     if ns == 0 || ns > comps.len() || seg.len() < 1 + 2 * ns + 3 {
                         return Err(err("bad scan header"));
                     }
-                    let mut scan = Vec::with_capacity(ns);
-                    for s in seg[1..1 + 2 * ns].chunks_exact(2) {
+                    let mut scan = [(0usize, 0usize, 0usize); 3];
+                    for (slot, s) in scan.iter_mut().zip(seg[1..1 + 2 * ns].chunks_exact(2)) {
                         let Some(k) = comps.iter().position(|c| c.id == s[0]) else {
                             return Err(err("scan names an unknown component"));
                         };
                         let (td, ta) = (usize::from(s[1] >> 4), usize::from(s[1] & 15));
-                        let (Some(Some(d)), Some(Some(a))) = (dc.get(td), ac.get(ta)) else {
+                        let defined =
+                            |t: &[Huffman; 4], i: usize| t.get(i).is_some_and(|h| h.defined);
+                        if !defined(&self.dc, td) || !defined(&self.ac, ta) {
                             return Err(err("scan uses an undefined Huffman table"));
-                        };
+                        }
                         if !qt_set[comps[k].tq] {
                             return Err(err("component uses an undefined quantization table"));
                         }
-                        scan.push((k, d, a));
+                        *slot = (k, td, ta);
                     }
                     let end = self.decode_scan(
                         jpeg,
                         pos,
-                        &comps,
-                        &scan,
+                        comps,
+                        &scan[..ns],
                         &qt,
                         (width, height, hmax, vmax),
                         restart_interval,
@@ -548,12 +575,13 @@ impl TurboDecoder {
         if !scanned {
             return Err(err("no scan before EOI"));
         }
+        let comps = &comp_buf[..ncomp];
         let rgb = comps.len() == 3
             && match adobe_transform {
                 Some(t) => t == 0,
                 None => !jfif && comps.iter().map(|c| c.id).eq([b'R', b'G', b'B']),
             };
-        self.convert(&comps, width, height, hmax, vmax, rgb, out);
+        self.convert(comps, width, height, hmax, vmax, rgb, out);
         Ok(Outcome::Decoded(height as u32, width as u32))
     }
 
@@ -563,7 +591,7 @@ impl TurboDecoder {
         jpeg: &[u8],
         start: usize,
         comps: &[Component],
-        scan: &[(usize, &Huffman, &Huffman)],
+        scan: &[(usize, usize, usize)],
         qt: &[[i64; 64]; 4],
         (width, height, hmax, vmax): (usize, usize, usize, usize),
         restart_interval: usize,
@@ -589,7 +617,8 @@ impl TurboDecoder {
                 pred = [0; 3];
             }
             let (mx, my) = (m % mcux, m / mcux);
-            for (si, &(k, dct, act)) in scan.iter().enumerate() {
+            for (si, &(k, td, ta)) in scan.iter().enumerate() {
+                let (dct, act) = (&self.dc[td], &self.ac[ta]);
                 let c = &comps[k];
                 let (bh, bv) = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
                 for by in 0..bv {
@@ -660,7 +689,7 @@ impl TurboDecoder {
             r.clear();
             r.resize(c.pw * (hmax / c.h) + 2, 0);
         }
-        let Self { planes, rows } = self;
+        let Self { planes, rows, .. } = self;
         for (y, row) in out.chunks_exact_mut(width * 3).enumerate() {
             for (k, c) in comps.iter().enumerate() {
                 upsample_row(&planes[k], c, hmax / c.h, vmax / c.v, y, &mut rows[k]);
