@@ -49,7 +49,10 @@ impl KernelArgs {
     ///
     /// # Safety
     /// Only inside a kernel call, on the arguments this crate passed, and at most once.
-    #[allow(clippy::mut_from_ref, reason = "the output is a distinct buffer the call owns")]
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "the output is a distinct buffer the call owns"
+    )]
     pub unsafe fn output(&self) -> &mut [u8] {
         if self.output_len == 0 {
             return &mut [];
@@ -62,7 +65,10 @@ impl KernelArgs {
     ///
     /// # Safety
     /// Only inside a kernel call, on the arguments this crate passed, and at most once.
-    #[allow(clippy::mut_from_ref, reason = "the scratch is a distinct buffer the call owns")]
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "the scratch is a distinct buffer the call owns"
+    )]
     pub unsafe fn scratch(&self) -> &mut [u8] {
         if self.scratch_len == 0 {
             return &mut [];

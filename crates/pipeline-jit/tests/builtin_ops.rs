@@ -3,7 +3,10 @@
 
 mod common;
 
-use pipeline_jit::ops::{Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze, ToChw};
+use pipeline_jit::ops::{
+    Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
+    ToChw,
+};
 use pipeline_jit::{DType, Pipeline, State};
 
 /// Run both engines (1 and 2 threads), check they agree, return the bytes.
@@ -22,7 +25,10 @@ fn u8s(shape: &[usize]) -> State {
 fn to_chw_moves_channels_first() {
     let p = Pipeline::new(u8s(&[2, 2, 3])).then(ToChw);
     let input: Vec<u8> = (0..12).collect();
-    assert_eq!(both(&p, &[0], &input), vec![0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]);
+    assert_eq!(
+        both(&p, &[0], &input),
+        vec![0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]
+    );
     assert_eq!(p.plan().unwrap().output().shape, vec![3, 2, 2]);
 }
 
@@ -30,7 +36,10 @@ fn to_chw_moves_channels_first() {
 fn convert_then_scale_then_convert_back_saturates() {
     let p = Pipeline::new(u8s(&[3]))
         .then(Convert(DType::F32))
-        .then(Scale { mul: 2.0, add: -10.5 })
+        .then(Scale {
+            mul: 2.0,
+            add: -10.5,
+        })
         .then(Convert(DType::U8));
     // 0*2-10.5 = -10.5 -> 0; 100*2-10.5 = 189.5 -> 189; 200*2-10.5 = 389.5 -> 255.
     assert_eq!(both(&p, &[0], &[0, 100, 200]), vec![0, 189, 255]);
@@ -38,27 +47,48 @@ fn convert_then_scale_then_convert_back_saturates() {
 
 #[test]
 fn scale_is_multiply_then_add_in_f32() {
-    let p = Pipeline::new(u8s(&[2])).then(Convert(DType::F32)).then(Scale { mul: 0.1, add: 1.0 });
+    let p = Pipeline::new(u8s(&[2]))
+        .then(Convert(DType::F32))
+        .then(Scale { mul: 0.1, add: 1.0 });
     let out = common::f32s(&both(&p, &[0], &[3, 7]));
-    assert_eq!(out, vec![3.0f32 * 0.1f32 + 1.0f32, 7.0f32 * 0.1f32 + 1.0f32]);
+    assert_eq!(
+        out,
+        vec![3.0f32 * 0.1f32 + 1.0f32, 7.0f32 * 0.1f32 + 1.0f32]
+    );
 }
 
 #[test]
 fn normalize_u8_to_f32_per_channel() {
-    let norm = NormalizeImage { mean: vec![10.0, 10.0, 10.0], std: vec![2.0, 4.0, 5.0], dtype: DType::F32 };
+    let norm = NormalizeImage {
+        mean: vec![10.0, 10.0, 10.0],
+        std: vec![2.0, 4.0, 5.0],
+        dtype: DType::F32,
+    };
     let p = Pipeline::new(u8s(&[1, 2, 3])).then(norm.clone());
     let out = common::f32s(&both(&p, &[0], &[10, 20, 30, 0, 255, 12]));
     assert_eq!(out, vec![0.0, 2.5, 4.0, -5.0, 61.25, 0.4]);
     // A float input takes the arithmetic form, not the table; same values.
-    let pf = Pipeline::new(u8s(&[1, 2, 3])).then(Convert(DType::F32)).then(norm);
-    assert_eq!(common::f32s(&both(&pf, &[0], &[10, 20, 30, 0, 255, 12])), out);
+    let pf = Pipeline::new(u8s(&[1, 2, 3]))
+        .then(Convert(DType::F32))
+        .then(norm);
+    assert_eq!(
+        common::f32s(&both(&pf, &[0], &[10, 20, 30, 0, 255, 12])),
+        out
+    );
 }
 
 #[test]
 fn normalize_rounds_like_ffcv_f64_then_cast() {
-    let p = Pipeline::new(u8s(&[1, 1, 1])).then(NormalizeImage { mean: vec![0.1], std: vec![0.3], dtype: DType::F64 });
+    let p = Pipeline::new(u8s(&[1, 1, 1])).then(NormalizeImage {
+        mean: vec![0.1],
+        std: vec![0.3],
+        dtype: DType::F64,
+    });
     let out = both(&p, &[0], &[7]);
-    assert_eq!(f64::from_ne_bytes(out[..8].try_into().unwrap()), (7.0 - 0.1) / 0.3);
+    assert_eq!(
+        f64::from_ne_bytes(out[..8].try_into().unwrap()),
+        (7.0 - 0.1) / 0.3
+    );
 }
 
 #[test]
@@ -86,16 +116,24 @@ fn flip_half_flips_some_samples_and_keeps_others() {
 
 #[test]
 fn cutout_fills_one_square_inside_the_image() {
-    let p = Pipeline::new(u8s(&[4, 5, 2])).then(Cutout { size: 2, fill: vec![200.0, 201.0] });
+    let p = Pipeline::new(u8s(&[4, 5, 2])).then(Cutout {
+        size: 2,
+        fill: vec![200.0, 201.0],
+    });
     let ids: Vec<u64> = (0..16).collect();
     let input = vec![1u8; 40 * 16];
     let out = both(&p, &ids, &input);
     for s in out.chunks(40) {
-        let filled: Vec<(usize, usize)> =
-            (0..4).flat_map(|y| (0..5).map(move |x| (y, x))).filter(|&(y, x)| s[(y * 5 + x) * 2] == 200).collect();
+        let filled: Vec<(usize, usize)> = (0..4)
+            .flat_map(|y| (0..5).map(move |x| (y, x)))
+            .filter(|&(y, x)| s[(y * 5 + x) * 2] == 200)
+            .collect();
         assert_eq!(filled.len(), 4, "{s:?}");
         let (y0, x0) = filled[0];
-        assert_eq!(filled, vec![(y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)]);
+        assert_eq!(
+            filled,
+            vec![(y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)]
+        );
         for &(y, x) in &filled {
             assert_eq!(s[(y * 5 + x) * 2 + 1], 201);
         }
@@ -105,7 +143,10 @@ fn cutout_fills_one_square_inside_the_image() {
 
 #[test]
 fn translate_shifts_by_at_most_padding_and_fills() {
-    let p = Pipeline::new(u8s(&[3, 3, 1])).then(RandomTranslate { padding: 1, fill: vec![0.0] });
+    let p = Pipeline::new(u8s(&[3, 3, 1])).then(RandomTranslate {
+        padding: 1,
+        fill: vec![0.0],
+    });
     let ids: Vec<u64> = (0..32).collect();
     let img: Vec<u8> = (1..=9).collect();
     let input: Vec<u8> = img.iter().copied().cycle().take(9 * 32).collect();
@@ -113,12 +154,20 @@ fn translate_shifts_by_at_most_padding_and_fills() {
     let shifted = |dy: i64, dx: i64| -> Vec<u8> {
         (0..3i64)
             .flat_map(|y| (0..3i64).map(move |x| (y + dy, x + dx)))
-            .map(|(sy, sx)| if (0..3).contains(&sy) && (0..3).contains(&sx) { img[(sy * 3 + sx) as usize] } else { 0 })
+            .map(|(sy, sx)| {
+                if (0..3).contains(&sy) && (0..3).contains(&sx) {
+                    img[(sy * 3 + sx) as usize]
+                } else {
+                    0
+                }
+            })
             .collect()
     };
     let mut seen = std::collections::HashSet::new();
     for s in out.chunks(9) {
-        let shift = (-1..=1i64).flat_map(|dy| (-1..=1i64).map(move |dx| (dy, dx))).find(|&(dy, dx)| shifted(dy, dx) == s);
+        let shift = (-1..=1i64)
+            .flat_map(|dy| (-1..=1i64).map(move |dx| (dy, dx)))
+            .find(|&(dy, dx)| shifted(dy, dx) == s);
         seen.insert(shift.unwrap_or_else(|| panic!("not a translation: {s:?}")));
     }
     assert!(seen.len() > 3, "only shifts {seen:?} in 32 samples");
@@ -127,21 +176,31 @@ fn translate_shifts_by_at_most_padding_and_fills() {
 #[test]
 fn clamp_bounds_every_element() {
     let p = Pipeline::new(u8s(&[8])).then(Clamp { lo: 2.0, hi: 5.0 });
-    assert_eq!(both(&p, &[0], &[0, 1, 2, 3, 4, 5, 6, 7]), vec![2, 2, 2, 3, 4, 5, 5, 5]);
+    assert_eq!(
+        both(&p, &[0], &[0, 1, 2, 3, 4, 5, 6, 7]),
+        vec![2, 2, 2, 3, 4, 5, 5, 5]
+    );
 }
 
 #[test]
 fn squeeze_drops_unit_axes() {
     let p = Pipeline::new(u8s(&[1, 3, 1])).then(Squeeze);
     assert_eq!(p.plan().unwrap().output().shape, vec![3]);
-    assert_eq!(both(&p, &[0, 1], &[1, 2, 3, 4, 5, 6]), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        both(&p, &[0, 1], &[1, 2, 3, 4, 5, 6]),
+        vec![1, 2, 3, 4, 5, 6]
+    );
 }
 
 #[test]
 fn flip_normalize_to_chw_fuses_into_one_segment() {
     let p = Pipeline::new(u8s(&[2, 2, 3]))
         .then(RandomHorizontalFlip(1.0))
-        .then(NormalizeImage { mean: vec![0.0; 3], std: vec![1.0; 3], dtype: DType::F32 })
+        .then(NormalizeImage {
+            mean: vec![0.0; 3],
+            std: vec![1.0; 3],
+            dtype: DType::F32,
+        })
         .then(ToChw);
     let plan = p.plan().unwrap();
     assert_eq!(plan.segments().len(), 1);

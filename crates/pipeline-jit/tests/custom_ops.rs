@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use pipeline_jit::{
-    Batch, BinOp, DType, Error, Executor, Expr, ExprKernel, KernelArgs, Lowered, NativeKernel, Operation, Options,
-    Pipeline, State,
+    Batch, BinOp, DType, Error, Executor, Expr, ExprKernel, KernelArgs, Lowered, NativeKernel,
+    Operation, Options, Pipeline, State,
 };
 
 /// A "decoder": sample `i` is `store[i]` (4 bytes), fetched through the context.
@@ -21,7 +21,9 @@ unsafe extern "C" fn decode(args: *const KernelArgs) -> i32 {
     let a = unsafe { &*args };
     // SAFETY: the context was registered as `Vec<[u8; 4]>` in `Decode::lower`.
     let store: &Vec<[u8; 4]> = unsafe { a.context() };
-    let Some(bytes) = store.get(a.sample as usize) else { return 7 };
+    let Some(bytes) = store.get(a.sample as usize) else {
+        return 7;
+    };
     // A kernel may use its scratch space; check it is there and writable.
     // SAFETY: scratch and output are distinct buffers owned by this call.
     let (scratch, out) = unsafe { (a.scratch(), a.output()) };
@@ -39,7 +41,9 @@ impl Operation for Decode {
     }
     fn lower(&self, _input: &State) -> Result<Lowered, String> {
         let out = State::cpu([2, 2], DType::U8);
-        Ok(Lowered::Native(NativeKernel::new(out, decode, self.store.clone()).with_scratch(16)))
+        Ok(Lowered::Native(
+            NativeKernel::new(out, decode, self.store.clone()).with_scratch(16),
+        ))
     }
 }
 
@@ -62,7 +66,11 @@ impl Operation for InvertTranspose {
 }
 
 fn pipeline(store: Vec<[u8; 4]>) -> Pipeline {
-    Pipeline::new(State::cpu([0], DType::U8)).then(Decode { store: Arc::new(store) }).then(InvertTranspose)
+    Pipeline::new(State::cpu([0], DType::U8))
+        .then(Decode {
+            store: Arc::new(store),
+        })
+        .then(InvertTranspose)
 }
 
 #[test]
@@ -71,7 +79,11 @@ fn user_kernel_and_user_ir_op_work_in_both_modes() {
     let p = pipeline(store);
     for compile in [true, false] {
         let out = common::run(&p, compile, 2, &[2, 0, 1], &[], 0, 0);
-        assert_eq!(out, vec![255, 127, 0, 248, 254, 252, 253, 251, 245, 225, 235, 215], "compile={compile}");
+        assert_eq!(
+            out,
+            vec![255, 127, 0, 248, 254, 252, 253, 251, 245, 225, 235, 215],
+            "compile={compile}"
+        );
     }
 }
 
@@ -79,12 +91,34 @@ fn user_kernel_and_user_ir_op_work_in_both_modes() {
 fn kernel_failure_names_operation_and_sample() {
     let p = pipeline(vec![[0; 4]; 5]);
     for compile in [true, false] {
-        let ex = Executor::new(&p, &Options { num_workers: 2, compile }).unwrap();
+        let ex = Executor::new(
+            &p,
+            &Options {
+                num_workers: 2,
+                compile,
+            },
+        )
+        .unwrap();
         let mut out = vec![0u8; 4 * 4];
-        let r = ex.run(Batch { sample_ids: &[1, 2, 13, 3], input: &[], output: &mut out, seed: 0, epoch: 0 });
+        let r = ex.run(Batch {
+            sample_ids: &[1, 2, 13, 3],
+            input: &[],
+            output: &mut out,
+            seed: 0,
+            epoch: 0,
+        });
         match r {
-            Err(Error::Kernel { index, op, sample, code }) => {
-                assert_eq!((index, op.as_str(), sample, code), (0, "Decode", 13, 7), "compile={compile}");
+            Err(Error::Kernel {
+                index,
+                op,
+                sample,
+                code,
+            }) => {
+                assert_eq!(
+                    (index, op.as_str(), sample, code),
+                    (0, "Decode", 13, 7),
+                    "compile={compile}"
+                );
             }
             other => panic!("compile={compile}: expected a kernel error, got {other:?}"),
         }

@@ -3,8 +3,8 @@
 
 use pipeline_jit::ops::{Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw};
 use pipeline_jit::{
-    Batch, BinOp, DType, Device, Error, Executor, Expr, ExprKernel, Index, Lowered, Operation, Options, Pipeline,
-    RandSpec, State,
+    Batch, BinOp, DType, Device, Error, Executor, Expr, ExprKernel, Index, Lowered, Operation,
+    Options, Pipeline, RandSpec, State,
 };
 
 fn u8s(shape: &[usize]) -> State {
@@ -33,7 +33,11 @@ impl Operation for Fixed {
 fn channel_count_mismatch_names_the_normalize() {
     let p = Pipeline::new(u8s(&[4, 4, 3]))
         .then(RandomHorizontalFlip(0.5))
-        .then(NormalizeImage { mean: vec![0.0; 2], std: vec![1.0; 2], dtype: DType::F32 });
+        .then(NormalizeImage {
+            mean: vec![0.0; 2],
+            std: vec![1.0; 2],
+            dtype: DType::F32,
+        });
     let (index, op, reason) = plan_error(&p);
     assert_eq!((index, op.as_str()), (1, "NormalizeImage"));
     assert!(reason.contains("3 channels"), "{reason}");
@@ -47,7 +51,8 @@ fn rank_mismatch_names_the_operation() {
 
 #[test]
 fn dtype_mismatch_is_rejected() {
-    let (index, op, reason) = plan_error(&Pipeline::new(u8s(&[4])).then(Scale { mul: 1.0, add: 0.0 }));
+    let (index, op, reason) =
+        plan_error(&Pipeline::new(u8s(&[4])).then(Scale { mul: 1.0, add: 0.0 }));
     assert_eq!((index, op.as_str()), (0, "Scale"));
     assert!(reason.contains("U8"), "{reason}");
     let mixed = ExprKernel {
@@ -63,31 +68,55 @@ fn dtype_mismatch_is_rejected() {
 fn malformed_ir_is_rejected() {
     let cases = [
         (Expr::Input(vec![Index::Coord(0)]), "coordinates"),
-        (Expr::Input(vec![Index::Coord(2), Index::Coord(0)]), "Coord(2)"),
-        (Expr::Input(vec![Index::Rand(0), Index::Coord(0)]), "Rand(0)"),
-        (Expr::input_identity(2).bin(BinOp::Div, Expr::constant(DType::U8, 2.0)), "Div of integers"),
-        (Expr::Table(DType::U8, Vec::new().into(), Box::new(Index::Const(0))), "empty table"),
+        (
+            Expr::Input(vec![Index::Coord(2), Index::Coord(0)]),
+            "Coord(2)",
+        ),
+        (
+            Expr::Input(vec![Index::Rand(0), Index::Coord(0)]),
+            "Rand(0)",
+        ),
+        (
+            Expr::input_identity(2).bin(BinOp::Div, Expr::constant(DType::U8, 2.0)),
+            "Div of integers",
+        ),
+        (
+            Expr::Table(DType::U8, Vec::new().into(), Box::new(Index::Const(0))),
+            "empty table",
+        ),
     ];
     for (expr, needle) in cases {
-        let k = ExprKernel { output: u8s(&[2, 2]), expr, random: vec![] };
+        let k = ExprKernel {
+            output: u8s(&[2, 2]),
+            expr,
+            random: vec![],
+        };
         let (_, _, reason) = plan_error(&Pipeline::new(u8s(&[2, 2])).then(Fixed(k)));
         assert!(reason.contains(needle), "{reason} lacks {needle}");
     }
-    let bad_p = ExprKernel { output: u8s(&[2]), expr: Expr::input_identity(1), random: vec![RandSpec::Bernoulli(1.5)] };
+    let bad_p = ExprKernel {
+        output: u8s(&[2]),
+        expr: Expr::input_identity(1),
+        random: vec![RandSpec::Bernoulli(1.5)],
+    };
     let (_, _, reason) = plan_error(&Pipeline::new(u8s(&[2])).then(Fixed(bad_p)));
     assert!(reason.contains("1.5"), "{reason}");
 }
 
 #[test]
 fn loads_from_an_empty_input_are_rejected() {
-    let (_, op, reason) = plan_error(&Pipeline::new(u8s(&[0, 2, 3])).then(RandomHorizontalFlip(0.5)));
+    let (_, op, reason) =
+        plan_error(&Pipeline::new(u8s(&[0, 2, 3])).then(RandomHorizontalFlip(0.5)));
     assert_eq!(op, "RandomHorizontalFlip");
     assert!(reason.contains("empty input"), "{reason}");
 }
 
 #[test]
 fn cutout_larger_than_the_image_is_rejected() {
-    let (_, op, reason) = plan_error(&Pipeline::new(u8s(&[4, 8, 3])).then(Cutout { size: 5, fill: vec![0.0] }));
+    let (_, op, reason) = plan_error(&Pipeline::new(u8s(&[4, 8, 3])).then(Cutout {
+        size: 5,
+        fill: vec![0.0],
+    }));
     assert_eq!(op, "Cutout");
     assert!(reason.contains("does not fit"), "{reason}");
 }
@@ -95,7 +124,10 @@ fn cutout_larger_than_the_image_is_rejected() {
 #[test]
 fn device_outputs_are_not_cpu_operations() {
     let k = ExprKernel {
-        output: State { device: Device::Cuda(0), ..u8s(&[2]) },
+        output: State {
+            device: Device::Cuda(0),
+            ..u8s(&[2])
+        },
         expr: Expr::input_identity(1),
         random: vec![],
     };
@@ -105,20 +137,64 @@ fn device_outputs_are_not_cpu_operations() {
 
 #[test]
 fn empty_pipeline_and_oversized_states_are_errors() {
-    assert!(matches!(Pipeline::new(u8s(&[2])).plan(), Err(Error::EmptyPipeline)));
+    assert!(matches!(
+        Pipeline::new(u8s(&[2])).plan(),
+        Err(Error::EmptyPipeline)
+    ));
     let huge = Pipeline::new(u8s(&[usize::MAX, 4])).then(ToChw);
-    assert!(matches!(huge.plan(), Err(Error::TooLarge { .. })), "{:?}", huge.plan());
+    assert!(
+        matches!(huge.plan(), Err(Error::TooLarge { .. })),
+        "{:?}",
+        huge.plan()
+    );
 }
 
 #[test]
 fn wrong_batch_buffers_are_errors_in_both_engines() {
     let p = Pipeline::new(u8s(&[2, 2, 3])).then(ToChw);
     for compile in [true, false] {
-        let ex = Executor::new(&p, &Options { num_workers: 2, compile }).unwrap();
+        let ex = Executor::new(
+            &p,
+            &Options {
+                num_workers: 2,
+                compile,
+            },
+        )
+        .unwrap();
         let mut out = vec![0u8; 24];
-        let r = ex.run(Batch { sample_ids: &[0, 1], input: &[0; 23], output: &mut out, seed: 0, epoch: 0 });
-        assert!(matches!(r, Err(Error::Buffer { buffer: "input", .. })), "{r:?}");
-        let r = ex.run(Batch { sample_ids: &[0, 1], input: &[0; 24], output: &mut out[..12], seed: 0, epoch: 0 });
-        assert!(matches!(r, Err(Error::Buffer { buffer: "output", .. })), "{r:?}");
+        let r = ex.run(Batch {
+            sample_ids: &[0, 1],
+            input: &[0; 23],
+            output: &mut out,
+            seed: 0,
+            epoch: 0,
+        });
+        assert!(
+            matches!(
+                r,
+                Err(Error::Buffer {
+                    buffer: "input",
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        let r = ex.run(Batch {
+            sample_ids: &[0, 1],
+            input: &[0; 24],
+            output: &mut out[..12],
+            seed: 0,
+            epoch: 0,
+        });
+        assert!(
+            matches!(
+                r,
+                Err(Error::Buffer {
+                    buffer: "output",
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
     }
 }

@@ -6,10 +6,13 @@ mod common;
 
 use std::sync::Arc;
 
-use pipeline_jit::ops::{Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze, ToChw};
+use pipeline_jit::ops::{
+    Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
+    ToChw,
+};
 use pipeline_jit::{
-    BinOp, CmpOp, Cond, DType, Expr, ExprKernel, Index, KernelArgs, Lowered, NativeKernel, Operation, Pipeline, RandSpec,
-    State,
+    BinOp, CmpOp, Cond, DType, Expr, ExprKernel, Index, KernelArgs, Lowered, NativeKernel,
+    Operation, Pipeline, RandSpec, State,
 };
 use proptest::prelude::*;
 
@@ -43,12 +46,23 @@ fn rand_index(g: &mut Gen, rank: usize, depth: u32) -> Index {
         2 => Index::Rand(0),
         3 => rand_index(g, rank, depth - 1).add(rand_index(g, rank, depth - 1)),
         4 => rand_index(g, rank, depth - 1).sub(rand_index(g, rank, depth - 1)),
-        _ => Index::select(rand_cond(g, rank, depth - 1), rand_index(g, rank, depth - 1), rand_index(g, rank, depth - 1)),
+        _ => Index::select(
+            rand_cond(g, rank, depth - 1),
+            rand_index(g, rank, depth - 1),
+            rand_index(g, rank, depth - 1),
+        ),
     }
 }
 
 fn rand_cond(g: &mut Gen, rank: usize, depth: u32) -> Cond {
-    let ops = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+    let ops = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
     let c = rand_index(g, rank, depth).cmp(ops[g.below(6) as usize], rand_index(g, rank, depth));
     match g.below(4) {
         0 if depth > 0 => c.and(rand_cond(g, rank, depth - 1)),
@@ -63,7 +77,11 @@ fn rand_expr(g: &mut Gen, t: DType, input: &State, depth: u32) -> Expr {
     let leaf = |g: &mut Gen| -> Expr {
         match g.below(4) {
             0 => Expr::constant(t, g.small()),
-            1 => Expr::table(t, &[g.small(), g.small(), g.small()], rand_index(g, rank, 1)),
+            1 => Expr::table(
+                t,
+                &[g.small(), g.small(), g.small()],
+                rand_index(g, rank, 1),
+            ),
             2 => Expr::FromIndex(t, Box::new(rand_index(g, rank, 1))),
             _ => {
                 let coords = (0..rank).map(|_| rand_index(g, rank, 1)).collect();
@@ -76,7 +94,11 @@ fn rand_expr(g: &mut Gen, t: DType, input: &State, depth: u32) -> Expr {
     }
     match g.below(5) {
         0 => leaf(g),
-        1 => Expr::select(rand_cond(g, rank, 1), rand_expr(g, t, input, depth - 1), rand_expr(g, t, input, depth - 1)),
+        1 => Expr::select(
+            rand_cond(g, rank, 1),
+            rand_expr(g, t, input, depth - 1),
+            rand_expr(g, t, input, depth - 1),
+        ),
         2 => {
             let u = DType::ALL[g.below(5) as usize];
             rand_expr(g, u, input, depth - 1).cast(t)
@@ -104,7 +126,10 @@ impl Operation for RandomIr {
         let t = DType::ALL[g.below(5) as usize];
         let expr = rand_expr(&mut g, t, input, 3);
         Ok(Lowered::Expr(ExprKernel {
-            output: State { dtype: t, ..input.clone() },
+            output: State {
+                dtype: t,
+                ..input.clone()
+            },
             expr,
             random: vec![RandSpec::Int { lo: -3, hi: 5 }],
         }))
@@ -133,7 +158,11 @@ impl Operation for ReverseXor {
         if input.dtype != DType::U8 {
             return Err("u8 only".into());
         }
-        Ok(Lowered::Native(NativeKernel::new(input.clone(), reverse_xor, Arc::new(()))))
+        Ok(Lowered::Native(NativeKernel::new(
+            input.clone(),
+            reverse_xor,
+            Arc::new(()),
+        )))
     }
 }
 
@@ -141,15 +170,25 @@ impl Operation for ReverseXor {
 fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
     let mut g = Gen(choice | 1);
     let hwc = state.shape.len() == 3;
-    let (h, w, c) = if hwc { (state.shape[0], state.shape[1], state.shape[2]) } else { (0, 0, 0) };
+    let (h, w, c) = if hwc {
+        (state.shape[0], state.shape[1], state.shape[2])
+    } else {
+        (0, 0, 0)
+    };
     let candidates: Vec<Arc<dyn Operation>> = vec![
         Arc::new(Convert(DType::ALL[g.below(5) as usize])),
         Arc::new(RandomIr { seed: g.next() }),
-        Arc::new(Clamp { lo: g.small().min(0.0), hi: g.small().max(0.0) }),
+        Arc::new(Clamp {
+            lo: g.small().min(0.0),
+            hi: g.small().max(0.0),
+        }),
     ];
     let mut all = candidates;
     if state.dtype.is_float() {
-        all.push(Arc::new(Scale { mul: g.small() / 16.0, add: g.small() }));
+        all.push(Arc::new(Scale {
+            mul: g.small() / 16.0,
+            add: g.small(),
+        }));
     }
     if state.dtype == DType::U8 {
         all.push(Arc::new(ReverseXor));
@@ -159,11 +198,21 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
         all.push(Arc::new(ToChw));
         let mean: Vec<f64> = (0..c).map(|_| g.small()).collect();
         let std: Vec<f64> = (0..c).map(|_| 1.0 + g.below(100) as f64).collect();
-        let dtype = if g.below(2) == 0 { DType::F32 } else { DType::F64 };
+        let dtype = if g.below(2) == 0 {
+            DType::F32
+        } else {
+            DType::F64
+        };
         all.push(Arc::new(NormalizeImage { mean, std, dtype }));
         let size = 1 + g.below(h.min(w) as u64) as usize;
-        all.push(Arc::new(Cutout { size, fill: vec![g.small()] }));
-        all.push(Arc::new(RandomTranslate { padding: g.below(3) as usize, fill: (0..c).map(|_| g.small()).collect() }));
+        all.push(Arc::new(Cutout {
+            size,
+            fill: vec![g.small()],
+        }));
+        all.push(Arc::new(RandomTranslate {
+            padding: g.below(3) as usize,
+            fill: (0..c).map(|_| g.small()).collect(),
+        }));
     }
     all.push(Arc::new(Squeeze));
     let k = g.below(all.len() as u64) as usize;
@@ -175,7 +224,11 @@ fn build(shape: &[usize], choices: &[u64]) -> Pipeline {
     let mut state = p.input().clone();
     for &c in choices {
         let op = pick(c, &state);
-        state = op.lower(&state).expect("picked operations accept their state").output().clone();
+        state = op
+            .lower(&state)
+            .expect("picked operations accept their state")
+            .output()
+            .clone();
         p.push(op);
     }
     p

@@ -9,8 +9,14 @@ use pipeline_jit::{DType, Pipeline, State};
 fn augment() -> Pipeline {
     Pipeline::new(State::cpu([6, 6, 3], DType::U8))
         .then(RandomHorizontalFlip(0.5))
-        .then(RandomTranslate { padding: 2, fill: vec![0.0] })
-        .then(Cutout { size: 2, fill: vec![255.0] })
+        .then(RandomTranslate {
+            padding: 2,
+            fill: vec![0.0],
+        })
+        .then(Cutout {
+            size: 2,
+            fill: vec![255.0],
+        })
 }
 
 #[test]
@@ -20,7 +26,11 @@ fn same_seed_same_result_for_1_and_4_threads_and_both_engines() {
     let input = common::bytes(ids.len() * 108, 3);
     let reference = common::run(&p, true, 1, &ids, &input, 42, 7);
     for (compile, workers) in [(true, 4), (false, 1), (false, 4)] {
-        assert_eq!(common::run(&p, compile, workers, &ids, &input, 42, 7), reference, "compile={compile} workers={workers}");
+        assert_eq!(
+            common::run(&p, compile, workers, &ids, &input, 42, 7),
+            reference,
+            "compile={compile} workers={workers}"
+        );
     }
 }
 
@@ -34,7 +44,15 @@ fn a_sample_gets_the_same_augmentation_in_any_batch() {
     let rev_ids: Vec<u64> = ids.iter().rev().copied().collect();
     let rev_input: Vec<u8> = input.chunks(108).rev().flatten().copied().collect();
     let mut parts = common::run(&p, true, 3, &rev_ids[..4], &rev_input[..4 * 108], 1, 0);
-    parts.extend(common::run(&p, false, 1, &rev_ids[4..], &rev_input[4 * 108..], 1, 0));
+    parts.extend(common::run(
+        &p,
+        false,
+        1,
+        &rev_ids[4..],
+        &rev_input[4 * 108..],
+        1,
+        0,
+    ));
     let back: Vec<u8> = parts.chunks(108).rev().flatten().copied().collect();
     assert_eq!(back, whole);
 }

@@ -4,15 +4,37 @@
 use pipeline_jit::{Batch, Executor, Options, Pipeline};
 
 /// Run `pipeline` on `input` (one batch of `ids`) compiled or interpreted with `workers`.
-pub fn run(pipeline: &Pipeline, compile: bool, workers: usize, ids: &[u64], input: &[u8], seed: u64, epoch: u64) -> Vec<u8> {
-    let ex = Executor::new(pipeline, &Options { num_workers: workers, compile }).expect("executor");
+pub fn run(
+    pipeline: &Pipeline,
+    compile: bool,
+    workers: usize,
+    ids: &[u64],
+    input: &[u8],
+    seed: u64,
+    epoch: u64,
+) -> Vec<u8> {
+    let ex = Executor::new(
+        pipeline,
+        &Options {
+            num_workers: workers,
+            compile,
+        },
+    )
+    .expect("executor");
     run_with(&ex, ids, input, seed, epoch)
 }
 
 /// Run an existing executor on one batch.
 pub fn run_with(ex: &Executor, ids: &[u64], input: &[u8], seed: u64, epoch: u64) -> Vec<u8> {
     let mut out = vec![0u8; ids.len() * ex.plan().output_bytes()];
-    ex.run(Batch { sample_ids: ids, input, output: &mut out, seed, epoch }).expect("run");
+    ex.run(Batch {
+        sample_ids: ids,
+        input,
+        output: &mut out,
+        seed,
+        epoch,
+    })
+    .expect("run");
     out
 }
 
@@ -31,5 +53,7 @@ pub fn bytes(n: usize, salt: u64) -> Vec<u8> {
 
 /// Little helpers to view output bytes as numbers.
 pub fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+        .collect()
 }
