@@ -467,21 +467,20 @@ impl Parsed {
             });
         }
 
-        let fields = parse_fields(path, bytes, num_fields, options)?;
-        let members: Vec<(u64, u64)> = fields
+        let parsed_fields = parse_fields(path, bytes, num_fields, options)?;
+        let members: Vec<(u64, u64)> = parsed_fields
             .iter()
-            .map(|f| (f.metadata_itemsize, f.metadata_offset))
+            .map(|(f, align)| (f.metadata_itemsize, *align))
             .collect();
         let (offsets, itemsize) = format::row_layout(&members).ok_or_else(|| Error::Overflow {
             path: p(),
             what: "metadata row size".into(),
             detail: format!("{members:?}"),
         })?;
-        // `metadata_offset` held the alignment until now; put the real offsets in.
-        let fields: Vec<Field> = fields
+        let fields: Vec<Field> = parsed_fields
             .into_iter()
             .zip(offsets)
-            .map(|(f, off)| Field {
+            .map(|((f, _), off)| Field {
                 metadata_offset: off,
                 ..f
             })
@@ -688,14 +687,14 @@ impl Parsed {
     }
 }
 
-/// Parses the field descriptors. The returned fields carry the metadata *alignment* in
-/// `metadata_offset`; the caller replaces it with the offset once the row is laid out.
+/// Parses the field descriptors into fields (with `metadata_offset` still 0) and the alignment
+/// of each field's metadata, from which the caller lays out the row.
 fn parse_fields(
     path: &Path,
     bytes: &[u8],
     num_fields: usize,
     options: &ReaderOptions,
-) -> Result<Vec<Field>> {
+) -> Result<Vec<(Field, u64)>> {
     let mut fields = Vec::with_capacity(num_fields);
     let mut seen = HashSet::new();
     for index in 0..num_fields {
@@ -771,13 +770,14 @@ fn parse_fields(
             let (size, align) = field_type.metadata_layout().expect("built-in type");
             (field_type, size, align)
         };
-        fields.push(Field {
+        let field = Field {
             name,
             field_type,
             type_id,
-            metadata_offset: align,
+            metadata_offset: 0,
             metadata_itemsize: itemsize,
-        });
+        };
+        fields.push((field, align));
     }
     Ok(fields)
 }
