@@ -145,6 +145,22 @@ impl Spec {
         }
     }
 
+    /// The largest number of bytes one sample can allocate in the data pages (`None` if it
+    /// overflows `u64`). A writer needs a page at least this large; checking it first keeps
+    /// an oversized request from allocating a sample's worth of memory before failing.
+    pub fn largest_sample_bytes(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Scalars => Some(0),
+            Kind::Bytes => self.mean_size.checked_add(self.mean_size / 2),
+            Kind::Ndarray => NdArrayArgs::new(self.dtype.clone(), self.shape.clone()).byte_len(),
+            Kind::CifarRaw => Some(CIFAR_SHAPE.iter().product()),
+            Kind::ImagesRaw => {
+                let (h, w) = self.image_size().ok()?;
+                Some(u64::from(h) * u64::from(w) * 3)
+            }
+        }
+    }
+
     /// `(height, width)` of `images-raw` images, checked to fit FFCV's u16 metadata.
     fn image_size(&self) -> Result<(u16, u16), String> {
         match self.shape[..] {
@@ -341,6 +357,27 @@ mod tests {
         let x = f64::from_be_bytes(data[..8].try_into().unwrap());
         assert_eq!((x * 256.0).fract(), 0.0);
         assert!((-8.0..8.0).contains(&x));
+    }
+
+    #[test]
+    fn the_largest_sample_bounds_every_generated_sample() {
+        let bytes = Spec {
+            mean_size: 1000,
+            ..Spec::new(Kind::Bytes)
+        };
+        assert_eq!(bytes.largest_sample_bytes(), Some(1500));
+        let images = Spec {
+            shape: vec![20, 30],
+            ..Spec::new(Kind::ImagesRaw)
+        };
+        assert_eq!(images.largest_sample_bytes(), Some(1800));
+        assert_eq!(Spec::new(Kind::CifarRaw).largest_sample_bytes(), Some(3072));
+        assert_eq!(Spec::new(Kind::Ndarray).largest_sample_bytes(), Some(48));
+        let huge = Spec {
+            mean_size: u64::MAX,
+            ..Spec::new(Kind::Bytes)
+        };
+        assert_eq!(huge.largest_sample_bytes(), None);
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub fn run(args: &WriteArgs) -> Result<()> {
 fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let spec = spec(args)?;
     let fields = spec.fields().map_err(CliError::Usage)?;
+    check_fits(&spec, args.page_size)?;
     let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers);
@@ -119,6 +120,26 @@ fn spec(args: &SyntheticArgs) -> Result<Spec> {
             .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
     }
     Ok(spec)
+}
+
+/// Refuses parameters whose largest sample cannot fit in one page, before generating any.
+fn check_fits(spec: &Spec, page_size: u64) -> Result<()> {
+    match spec.largest_sample_bytes() {
+        Some(largest) if largest <= page_size => Ok(()),
+        largest => {
+            let needed = largest
+                .and_then(u64::checked_next_power_of_two)
+                .map_or_else(
+                    || "none fits".to_owned(),
+                    |p| format!("use --page-size {p} or more"),
+                );
+            Err(CliError::Usage(format!(
+                "samples of kind {} with these options take up to {} bytes, more than a page of {page_size} bytes ({needed})",
+                spec.kind.name(),
+                largest.map_or_else(|| "2^64".to_owned(), |l| l.to_string()),
+            )))
+        }
+    }
 }
 
 /// A bar on stderr when stderr is a terminal; hidden (drawing nothing) otherwise.
