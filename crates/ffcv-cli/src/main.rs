@@ -33,6 +33,8 @@ enum Command {
     Order(commands::order::OrderArgs),
     /// Write a .beton file.
     Write(commands::write::WriteArgs),
+    /// Measure the loader: samples/s, latency, memory, where the time went.
+    Bench(commands::bench::BenchArgs),
     /// Find what limits the loader here and recommend settings (bounded by --time-budget).
     Doctor(commands::doctor::DoctorArgs),
 }
@@ -46,6 +48,7 @@ fn run(cli: &Cli) -> Result<(), AnyError> {
         Command::Dump(args) => commands::dump::run(args)?,
         Command::Order(args) => commands::order::run(args)?,
         Command::Write(args) => commands::write::run(args)?,
+        Command::Bench(args) => commands::bench::run(args)?,
     }
     Ok(())
 }

@@ -57,8 +57,9 @@ pub enum Error {
     /// A field has no default decoder (image fields until an image decoder is given,
     /// custom fields) and was neither given a pipeline nor disabled.
     #[error(
-        "{path}: field {field:?} ({field_type}) has no default decoder; give it a pipeline \
-         with LoaderBuilder::pipeline or disable it with LoaderBuilder::disable"
+        "{path}: field {field:?} ({field_type}) has no default decoder; give it one \
+         (LoaderBuilder::pipeline, or `--decoder {field}=SPEC`) or disable it \
+         (LoaderBuilder::disable, or `--decoder {field}=none`)"
     )]
     NoDecoder {
         /// The dataset file.

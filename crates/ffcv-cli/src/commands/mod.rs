@@ -1,5 +1,6 @@
 //! One module per `ffcv` subcommand; each exposes its clap `Args` and a `run` function.
 
+pub mod bench;
 pub mod doctor;
 pub mod dump;
 pub mod inspect;

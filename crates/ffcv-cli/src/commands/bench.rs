@@ -1,0 +1,359 @@
+//! `ffcv bench FILE [loader knobs] [--decoder FIELD=SPEC] [--epochs N] [--warmup N] [--json]
+//! [--touch]`: a bounded measurement of the loader.
+//!
+//! Builds the loader, runs `--warmup` epochs, then `--epochs` timed epochs, and reports the
+//! median over the timed epochs of: `samples_per_sec`, `bytes_per_sec` (stored payload of
+//! the enabled fields), `epoch_seconds`, batch latency `latency_p50_ms`/`latency_p99_ms`
+//! (how long the consumer waited in `next()`), `storage_bytes_read` (from `/proc/self/io`,
+//! or the process cache's counter where that file is unreadable), and where the producer's
+//! time went: `wait_pages_seconds`, `decode_seconds`, `wait_slot_seconds`; plus the
+//! process's `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it
+//! to read every byte.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
+use serde_json::json;
+
+use super::order::OrderChoice;
+use crate::byte_size::parse_byte_size;
+use crate::error::CliError;
+
+/// A `FIELD=SPEC` pair of `--decoder`.
+#[derive(Debug, Clone)]
+pub struct DecoderArg {
+    /// The field.
+    pub field: String,
+    /// The decoder.
+    pub choice: DecoderChoice,
+}
+
+fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
+    let (field, spec) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not FIELD=SPEC (e.g. image=raw-bytes, label=none)"))?;
+    let choice = spec.parse::<DecoderChoice>().map_err(|e| e.to_string())?;
+    Ok(DecoderArg {
+        field: field.to_owned(),
+        choice,
+    })
+}
+
+/// Arguments of `ffcv bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// The .beton file.
+    pub file: PathBuf,
+
+    /// Samples per batch.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+
+    /// Decoding threads; -1 = the CPUs this process may use.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub num_workers: i64,
+
+    /// The traversal order.
+    #[arg(long, value_enum, default_value = "sequential")]
+    pub order: OrderChoice,
+
+    /// Read through the process cache instead of the OS page cache.
+    #[arg(long)]
+    pub no_os_cache: bool,
+
+    /// The seed of random orders and augmentations (default: drawn, and reported).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Batches prepared ahead of the consumer.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches_ahead: u64,
+
+    /// Keep the final partial batch.
+    #[arg(long)]
+    pub no_drop_last: bool,
+
+    /// Regenerate pipeline code at every epoch.
+    #[arg(long)]
+    pub recompile: bool,
+
+    /// Interpret pipelines instead of compiling them.
+    #[arg(long)]
+    pub no_compile: bool,
+
+    /// Process cache: most memory for page slots (e.g. 16MiB).
+    #[arg(long, value_parser = parse_byte_size)]
+    pub max_memory: Option<u64>,
+
+    /// Process cache: page-reader threads.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reader_threads: Option<u64>,
+
+    /// Process cache: batches ahead at which pages are fetched.
+    #[arg(long)]
+    pub prefetch_ahead: Option<u64>,
+
+    /// Process cache: read pages with O_DIRECT.
+    #[arg(long)]
+    pub direct_io: bool,
+
+    /// Number of ranks of a distributed job (with --rank).
+    #[arg(long, requires = "rank", value_parser = clap::value_parser!(u64).range(1..))]
+    pub world_size: Option<u64>,
+
+    /// This process's rank, 0..world-size (with --world-size).
+    #[arg(long, requires = "world_size")]
+    pub rank: Option<u64>,
+
+    /// A field's decoder: FIELD=SPEC with SPEC one of default, none, raw-bytes, int, float,
+    /// bytes, json, ndarray (repeatable).
+    #[arg(long, value_parser = parse_decoder)]
+    pub decoder: Vec<DecoderArg>,
+
+    /// Timed epochs.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub epochs: u64,
+
+    /// Untimed epochs first.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u64,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Read every byte of every batch (default: only touch each batch).
+    #[arg(long)]
+    pub touch: bool,
+}
+
+/// One timed epoch.
+#[derive(Debug, Clone, Default)]
+struct EpochFigures {
+    seconds: f64,
+    samples: u64,
+    payload_bytes: u64,
+    latency_p50_ms: f64,
+    latency_p99_ms: f64,
+    storage_bytes_read: u64,
+    wait_pages: f64,
+    decode: f64,
+    wait_slot: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The `q`-quantile (0..=1) of sorted durations, nearest rank.
+fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e3
+}
+
+/// `read_bytes` of `/proc/self/io`: bytes this process caused to be read from storage.
+fn proc_read_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// `VmHWM` of `/proc/self/status`: the peak resident set size.
+fn peak_rss_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+fn consume(batch: &ffcv::Batch, touch: bool) -> u64 {
+    let mut acc = batch.len() as u64;
+    for info in batch.outputs() {
+        let Ok(out) = batch.output(&info.name) else {
+            continue;
+        };
+        let bytes = out.bytes();
+        if touch {
+            for chunk in bytes.chunks(8) {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                acc = acc.wrapping_add(u64::from_ne_bytes(word));
+            }
+        } else if let Some(&b) = bytes.first() {
+            acc = acc.wrapping_add(u64::from(b));
+        }
+    }
+    acc
+}
+
+fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Error> {
+    let before: LoaderStats = loader.stats();
+    let io_before = proc_read_bytes();
+    let mut latencies = Vec::with_capacity(loader.len());
+    let mut sink = 0u64;
+    let start = Instant::now();
+    {
+        let mut it = loader.iter();
+        loop {
+            let t = Instant::now();
+            let Some(item) = it.next() else { break };
+            latencies.push(t.elapsed());
+            sink = sink.wrapping_add(consume(&item?, touch));
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    std::hint::black_box(sink);
+    let after = loader.stats();
+    latencies.sort_unstable();
+    let storage_bytes_read = match (io_before, proc_read_bytes()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => after.storage_bytes_read - before.storage_bytes_read,
+    };
+    Ok(EpochFigures {
+        seconds,
+        samples: after.samples - before.samples,
+        payload_bytes: after.payload_bytes - before.payload_bytes,
+        latency_p50_ms: quantile_ms(&latencies, 0.5),
+        latency_p99_ms: quantile_ms(&latencies, 0.99),
+        storage_bytes_read,
+        wait_pages: (after.wait_pages - before.wait_pages).as_secs_f64(),
+        decode: (after.decode - before.decode).as_secs_f64(),
+        wait_slot: (after.wait_slot - before.wait_slot).as_secs_f64(),
+    })
+}
+
+fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + Sync>> {
+    let batch_size = usize::try_from(args.batch_size)
+        .map_err(|_| CliError::Usage(format!("--batch-size {} is too large", args.batch_size)))?;
+    let order: Order = traversal::OrderKind::from(args.order).into();
+    let mut b = Loader::builder(&args.file)
+        .batch_size(batch_size)
+        .num_workers(args.num_workers)
+        .order(order)
+        .os_cache(!args.no_os_cache)
+        .batches_ahead(args.batches_ahead as usize)
+        .drop_last(!args.no_drop_last)
+        .recompile(args.recompile)
+        .compile(!args.no_compile)
+        .direct_io(args.direct_io);
+    if let Some(seed) = args.seed {
+        b = b.seed(seed);
+    }
+    if let Some(m) = args.max_memory {
+        b = b.max_memory(m);
+    }
+    if let Some(t) = args.reader_threads {
+        b = b.reader_threads(t as usize);
+    }
+    if let Some(p) = args.prefetch_ahead {
+        b = b.prefetch_ahead(p as usize);
+    }
+    if let (Some(w), Some(r)) = (args.world_size, args.rank) {
+        b = b.distributed(true).world_size(w as usize).rank(r as usize);
+    }
+    for d in &args.decoder {
+        b = b.decoder(d.field.clone(), d.choice.clone());
+    }
+    Ok(b.build()?)
+}
+
+/// Runs `ffcv bench`.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut loader = build(args)?;
+    if loader.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{}: an epoch has no batch with --batch-size {} (add --no-drop-last or lower it)",
+            args.file.display(),
+            args.batch_size
+        ))
+        .into());
+    }
+    for _ in 0..args.warmup {
+        run_epoch(&mut loader, args.touch)?;
+    }
+    let mut epochs = Vec::new();
+    for _ in 0..args.epochs {
+        epochs.push(run_epoch(&mut loader, args.touch)?);
+    }
+    let m = |f: fn(&EpochFigures) -> f64| median(epochs.iter().map(f).collect());
+    let samples_per_sec = m(|e| e.samples as f64 / e.seconds.max(1e-12));
+    let bytes_per_sec = m(|e| e.payload_bytes as f64 / e.seconds.max(1e-12));
+    let report = json!({
+        "file": args.file.display().to_string(),
+        "batch_size": args.batch_size,
+        "num_workers": loader.num_workers(),
+        "order": traversal::OrderKind::from(args.order).name(),
+        "os_cache": !args.no_os_cache,
+        "seed": loader.seed(),
+        "compile": !args.no_compile,
+        "warmup": args.warmup,
+        "epochs": args.epochs,
+        "samples_per_epoch": epochs[0].samples,
+        "samples_per_sec": samples_per_sec,
+        "bytes_per_sec": bytes_per_sec,
+        "epoch_seconds": m(|e| e.seconds),
+        "latency_p50_ms": m(|e| e.latency_p50_ms),
+        "latency_p99_ms": m(|e| e.latency_p99_ms),
+        "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
+        "storage_bytes_read": m(|e| e.storage_bytes_read as f64) as u64,
+        "wait_pages_seconds": m(|e| e.wait_pages),
+        "decode_seconds": m(|e| e.decode),
+        "wait_slot_seconds": m(|e| e.wait_slot),
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        let r = &report;
+        println!(
+            "{}: {} epochs (+{} warm-up), batch {}, {} workers, {} order, {}",
+            args.file.display(),
+            args.epochs,
+            args.warmup,
+            args.batch_size,
+            loader.num_workers(),
+            r["order"].as_str().unwrap_or_default(),
+            if args.no_os_cache {
+                "process cache"
+            } else {
+                "OS cache"
+            }
+        );
+        println!("  samples/s        {:>14.0}", samples_per_sec);
+        println!("  MB/s (payload)   {:>14.1}", bytes_per_sec / 1e6);
+        println!(
+            "  epoch            {:>14.4} s",
+            r["epoch_seconds"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "  batch latency    p50 {:.3} ms, p99 {:.3} ms",
+            r["latency_p50_ms"].as_f64().unwrap_or(0.0),
+            r["latency_p99_ms"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "  producer time    pages {:.4} s, decode {:.4} s, waiting for the consumer {:.4} s",
+            r["wait_pages_seconds"].as_f64().unwrap_or(0.0),
+            r["decode_seconds"].as_f64().unwrap_or(0.0),
+            r["wait_slot_seconds"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "  storage read     {} bytes per epoch; peak RSS {} bytes; seed {}",
+            r["storage_bytes_read"], r["peak_rss_bytes"], r["seed"]
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! `ffcv bench`: the JSON report's keys and figures, the loader knobs on the command line,
+//! and the exit codes for bad input.
+
+mod support;
+
+use support::{ffcv, fixture};
+
+const KEYS: [&str; 10] = [
+    "samples_per_sec",
+    "bytes_per_sec",
+    "epoch_seconds",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "peak_rss_bytes",
+    "storage_bytes_read",
+    "wait_pages_seconds",
+    "decode_seconds",
+    "wait_slot_seconds",
+];
+
+#[test]
+fn json_report_has_every_figure() {
+    let file = fixture("scalars");
+    let run = ffcv([
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "16",
+        "--num-workers",
+        "2",
+        "--epochs",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+    ]);
+    let report = run.json();
+    for key in KEYS {
+        let v = report[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing: {report}"));
+        assert!(v >= 0.0 && v.is_finite(), "{key} = {v}");
+    }
+    // 100 samples, batch 16, drop_last: 96 per epoch.
+    assert_eq!(report["samples_per_epoch"], 96);
+    assert_eq!(report["num_workers"], 2);
+    assert!(report["samples_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(report["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // Payload: 16 bytes (an i64 and an f64) per sample.
+    let ratio =
+        report["bytes_per_sec"].as_f64().unwrap() / report["samples_per_sec"].as_f64().unwrap();
+    assert!((ratio - 16.0).abs() < 1e-6, "{ratio}");
+}
+
+#[test]
+fn every_loader_knob_is_accepted() {
+    let file = fixture("multipage");
+    let run = ffcv([
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "4",
+        "--num-workers",
+        "1",
+        "--order",
+        "quasi-random",
+        "--no-os-cache",
+        "--seed",
+        "3",
+        "--batches-ahead",
+        "2",
+        "--no-drop-last",
+        "--recompile",
+        "--no-compile",
+        "--max-memory",
+        "64MiB",
+        "--reader-threads",
+        "2",
+        "--world-size",
+        "2",
+        "--rank",
+        "1",
+        "--decoder",
+        "blob=raw-bytes",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--touch",
+        "--json",
+    ]);
+    let report = run.json();
+    assert_eq!(report["seed"], 3);
+    assert_eq!(report["os_cache"], false);
+    assert_eq!(report["order"], "quasi-random");
+    let per_epoch = report["samples_per_epoch"].as_u64().unwrap();
+    assert!((20..=40).contains(&per_epoch), "{per_epoch}");
+    // The process cache read whole 2 MiB pages (or the kernel's counter did).
+    assert!(report["bytes_per_sec"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn text_report_names_the_figures() {
+    let file = fixture("json");
+    let run = ffcv([
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "5",
+        "--epochs",
+        "1",
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for needle in ["samples/s", "batch latency", "producer time", "peak RSS"] {
+        assert!(run.stdout.contains(needle), "{needle}: {}", run.stdout);
+    }
+}
+
+#[test]
+fn a_too_small_memory_budget_is_a_runtime_error() {
+    let file = fixture("multipage");
+    let run = ffcv([
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--no-os-cache",
+        "--order",
+        "random",
+        "--max-memory",
+        "1MiB",
+    ]);
+    run.assert_runtime_error("memory budget");
+}
+
+#[test]
+fn an_image_field_without_decoder_is_a_runtime_error_naming_the_way_out() {
+    let file = fixture("images_raw");
+    let run = ffcv(["bench", file.to_str().unwrap(), "--batch-size", "8"]);
+    run.assert_runtime_error("--decoder image=none");
+    let ok = ffcv([
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--decoder",
+        "image=none",
+        "--epochs",
+        "1",
+    ]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let file = fixture("scalars");
+    let f = file.to_str().unwrap();
+    for args in [
+        vec!["bench", f, "--decoder", "index"],
+        vec!["bench", f, "--decoder", "index=jpeg-magic"],
+        vec!["bench", f, "--batch-size", "0"],
+        vec!["bench", f, "--max-memory", "12 parsecs"],
+        vec!["bench", f, "--rank", "1"],
+        vec!["bench", f, "--batch-size", "1000"],
+    ] {
+        let run = ffcv(&args);
+        assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    let missing = ffcv(["bench", "/nonexistent/file.beton"]);
+    missing.assert_runtime_error("/nonexistent/file.beton");
+}
