@@ -263,3 +263,68 @@ fn synthetic_images_are_deterministic_and_in_range() {
     assert!(mean.iter().all(|&m| m < 10.0), "{mean:?}");
     assert_eq!(synthetic_jpeg(3, 10, spec, 90).unwrap().0, jpeg);
 }
+
+/// Encoded images written by beton-io's DatasetWriter read back with the
+/// right metadata mode and sizes, and decode to what was encoded.
+#[test]
+fn encoded_images_round_trip_through_a_beton_file() {
+    use beton_io::{
+        DatasetWriter, FieldMetadata, FieldSpec, FieldType, FieldValue, Reader, from_fn,
+    };
+    let dir = std::env::temp_dir().join(format!("ffcv-image-beton-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("images.beton");
+    let spec = SyntheticImageSpec {
+        min_side: 20,
+        max_side: 60,
+    };
+    let encoder = RgbImageEncoder {
+        write_mode: WriteMode::Smart {
+            threshold: Some(6000),
+        },
+        ..Default::default()
+    };
+    let encoded = |i: u64| {
+        let img = synthetic_image(9, i, spec).unwrap();
+        encoder.encode(&img, &mut rng()).unwrap()
+    };
+    DatasetWriter::new(&path, vec![FieldSpec::new("image", FieldType::RgbImage)])
+        .unwrap()
+        .write(&from_fn(12, |i| Ok(vec![FieldValue::from(encoded(i))])))
+        .unwrap();
+    let reader = Reader::open(&path).unwrap();
+    let (mut raw, mut jpg) = (0, 0);
+    let mut decoder = JpegDecoder::new();
+    for i in 0..12u64 {
+        let e = encoded(i);
+        let FieldMetadata::RgbImage {
+            mode,
+            width,
+            height,
+            data_ptr,
+        } = reader.metadata(i, 0).unwrap()
+        else {
+            panic!("not an image");
+        };
+        assert_eq!(
+            (ImageMode::from_byte(mode), width, height),
+            (Some(e.mode), e.width, e.height)
+        );
+        let data = reader.data_at(data_ptr).unwrap();
+        assert_eq!(data, &e.data[..]);
+        let pixels = usize::from(width) * usize::from(height) * 3;
+        if e.mode == ImageMode::Jpeg {
+            jpg += 1;
+            let mut out = vec![0u8; pixels];
+            decoder.decode_into(data, &mut out).unwrap();
+        } else {
+            raw += 1;
+            assert_eq!(data.len(), pixels);
+        }
+    }
+    assert!(
+        raw > 0 && jpg > 0,
+        "smart threshold splits the set: {raw} raw, {jpg} jpg"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

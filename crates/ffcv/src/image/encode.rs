@@ -173,3 +173,27 @@ pub fn downscale_to_max_resolution(
     AreaResizer::new().resize_into(image.pixels(), w as usize * 3, h, w, &mut out, nh, nw)?;
     RgbImage::new(nw, nh, out).map(Some)
 }
+
+impl From<EncodedImage> for beton_io::RgbImage {
+    /// The value [`beton_io::DatasetWriter`] takes for an `RGBImageField`.
+    fn from(e: EncodedImage) -> Self {
+        match e.mode {
+            ImageMode::Jpeg => beton_io::RgbImage::Jpeg {
+                width: e.width,
+                height: e.height,
+                bytes: e.data,
+            },
+            ImageMode::Raw => beton_io::RgbImage::Raw {
+                width: e.width,
+                height: e.height,
+                pixels: e.data,
+            },
+        }
+    }
+}
+
+impl From<EncodedImage> for beton_io::FieldValue {
+    fn from(e: EncodedImage) -> Self {
+        beton_io::FieldValue::RgbImage(e.into())
+    }
+}
