@@ -6,6 +6,8 @@
 //! stdout (the table, or the JSON document with `--json`).
 
 mod datasets;
+mod loader_matrix;
+mod plot;
 mod reader;
 mod report;
 mod timing;
@@ -101,6 +103,24 @@ fn run(args: &Args) -> Result<(), String> {
             &|name| progress(&format!("measuring {name}")),
         )?);
     }
+
+    // loader/*: the ffcv Loader end to end over the same data sets.
+    for recipe in datasets::small() {
+        if !loader_matrix::row_names(recipe.label)
+            .iter()
+            .any(|name| filter.keeps(name))
+        {
+            continue;
+        }
+        let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
+        rows.extend(loader_matrix::rows(
+            &dataset,
+            &|name| filter.keeps(name),
+            &progress,
+        )?);
+    }
+    let labels: Vec<&str> = datasets::small().iter().map(|r| r.label).collect();
+    plot::write_svg(&out_dir.join("small.svg"), &rows, &labels)?;
 
     let report = Report {
         machine,
