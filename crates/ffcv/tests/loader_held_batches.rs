@@ -6,7 +6,10 @@ mod loader_support;
 use ffcv::{Batch, Loader, Order};
 use loader_support::{blob, write_blobs};
 
-fn snapshot(batch: &Batch) -> (Vec<u64>, Vec<i64>, Vec<u8>) {
+/// A batch's sample ids, index values and blob bytes, copied.
+type Snapshot = (Vec<u64>, Vec<i64>, Vec<u8>);
+
+fn snapshot(batch: &Batch) -> Snapshot {
     (
         batch.sample_ids().to_vec(),
         batch.get::<i64>("index").unwrap().to_vec(),
@@ -28,7 +31,7 @@ fn holding_every_batch_of_an_epoch_keeps_each_intact() {
             .seed(1)
             .build()
             .unwrap();
-        let mut held: Vec<(Batch, (Vec<u64>, Vec<i64>, Vec<u8>))> = Vec::new();
+        let mut held: Vec<(Batch, Snapshot)> = Vec::new();
         for batch in loader.iter() {
             let batch = batch.unwrap();
             let snap = snapshot(&batch);
