@@ -30,6 +30,10 @@ impl Drop for Compiled {
 /// `Err((position in chunk, step index, code))`.
 ///
 /// Panics if a buffer does not match the stage's layout (a bug in [`crate::exec`]).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the stage's buffers, spelled out"
+)]
 pub(crate) fn run_stage(
     c: &Compiled,
     ids: &[u64],

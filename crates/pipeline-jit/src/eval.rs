@@ -246,6 +246,10 @@ impl Env<'_> {
 }
 
 /// Evaluate `expr` for every element of one output sample (row-major over `out_shape`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one sample's input and output, spelled out"
+)]
 pub(crate) fn eval_sample(
     expr: &Expr,
     out_shape: &[usize],

@@ -67,7 +67,7 @@ impl AlignedBuf {
 
 enum Engine {
     Jit {
-        compiled: Compiled,
+        compiled: Box<Compiled>,
         /// Per chunk index, one buffer per scratch slot of the stage.
         scratch: Vec<Mutex<Vec<AlignedBuf>>>,
     },
@@ -190,7 +190,10 @@ impl Executor {
                     Mutex::new(bufs)
                 })
                 .collect();
-            Ok(Engine::Jit { compiled, scratch })
+            Ok(Engine::Jit {
+                compiled: Box::new(compiled),
+                scratch,
+            })
         } else {
             let fast = plan.steps().iter().map(resolve_fast).collect();
             let scratch = (0..workers)

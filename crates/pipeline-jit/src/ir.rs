@@ -170,18 +170,6 @@ impl Index {
     pub fn constant(v: i64) -> Index {
         Index::Const(v)
     }
-    /// `self + other`.
-    pub fn add(self, other: Index) -> Index {
-        Index::Add(Box::new(self), Box::new(other))
-    }
-    /// `self - other`.
-    pub fn sub(self, other: Index) -> Index {
-        Index::Sub(Box::new(self), Box::new(other))
-    }
-    /// `self * other`.
-    pub fn mul(self, other: Index) -> Index {
-        Index::Mul(Box::new(self), Box::new(other))
-    }
     /// A comparison `self op other`.
     pub fn cmp(self, op: CmpOp, other: Index) -> Cond {
         Cond::Cmp(op, Box::new(self), Box::new(other))
@@ -200,10 +188,6 @@ impl Cond {
     /// `self || other`.
     pub fn or(self, other: Cond) -> Cond {
         Cond::Or(Box::new(self), Box::new(other))
-    }
-    /// `!self`.
-    pub fn not(self) -> Cond {
-        Cond::Not(Box::new(self))
     }
 }
 
@@ -555,5 +539,61 @@ fn map_coords_cond(c: &Cond, at: &[Index]) -> Cond {
             Box::new(map_coords_cond(b, at)),
         ),
         Cond::Not(a) => Cond::Not(Box::new(map_coords_cond(a, at))),
+    }
+}
+
+impl std::ops::Add for Index {
+    type Output = Index;
+    /// `self + other` (wrapping).
+    fn add(self, other: Index) -> Index {
+        Index::Add(Box::new(self), Box::new(other))
+    }
+}
+
+impl std::ops::Add<i64> for Index {
+    type Output = Index;
+    /// `self + other` (wrapping).
+    fn add(self, other: i64) -> Index {
+        Index::Add(Box::new(self), Box::new(Index::Const(other)))
+    }
+}
+
+impl std::ops::Sub for Index {
+    type Output = Index;
+    /// `self - other` (wrapping).
+    fn sub(self, other: Index) -> Index {
+        Index::Sub(Box::new(self), Box::new(other))
+    }
+}
+
+impl std::ops::Sub<i64> for Index {
+    type Output = Index;
+    /// `self - other` (wrapping).
+    fn sub(self, other: i64) -> Index {
+        Index::Sub(Box::new(self), Box::new(Index::Const(other)))
+    }
+}
+
+impl std::ops::Mul for Index {
+    type Output = Index;
+    /// `self * other` (wrapping).
+    fn mul(self, other: Index) -> Index {
+        Index::Mul(Box::new(self), Box::new(other))
+    }
+}
+
+impl std::ops::Mul<i64> for Index {
+    type Output = Index;
+    /// `self * other` (wrapping).
+    fn mul(self, other: i64) -> Index {
+        Index::Mul(Box::new(self), Box::new(Index::Const(other)))
+    }
+}
+
+impl std::ops::Not for Cond {
+    type Output = Cond;
+    /// `!self`.
+    fn not(self) -> Cond {
+        Cond::Not(Box::new(self))
     }
 }

@@ -103,16 +103,7 @@ fn table_bytes(t: DType, bits: &[u64]) -> Box<[u8]> {
 /// Compile the plan into one stage function.
 pub(crate) fn compile(plan: &Plan) -> Result<Compiled> {
     let t0 = Instant::now();
-    let verify = if cfg!(debug_assertions) {
-        "true"
-    } else {
-        "false"
-    };
-    let mut jb = JITBuilder::with_flags(
-        &[("opt_level", "speed"), ("enable_verifier", verify)],
-        default_libcall_names(),
-    )
-    .map_err(cg)?;
+    let mut jb = JITBuilder::with_isa(host_isa()?, default_libcall_names());
     for (si, step) in plan.steps().iter().enumerate() {
         if let Lowered::Native(k) = &step.lowered {
             jb.symbol(format!("pjit_kernel_{si}"), k.kernel as *const u8);

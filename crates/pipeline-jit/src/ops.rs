@@ -137,7 +137,7 @@ impl Operation for NormalizeImage {
         };
         let x = Expr::input_identity(3);
         let expr = if input.dtype == DType::U8 {
-            let idx = Index::Value(Box::new(x)).mul(i(c)).add(Index::Coord(2));
+            let idx = Index::Value(Box::new(x)) * i(c) + Index::Coord(2);
             Expr::Table(self.dtype, self.lut(), Box::new(idx))
         } else {
             x.cast(DType::F64)
@@ -174,7 +174,7 @@ impl Operation for RandomHorizontalFlip {
     }
     fn lower(&self, input: &State) -> Result<Lowered, String> {
         let (_, w, _) = hwc(input)?;
-        let flipped = i(w).sub(i(1)).sub(Index::Coord(1));
+        let flipped = i(w) - i(1) - Index::Coord(1);
         let col = Index::select(
             Index::Rand(0).cmp(CmpOp::Eq, i(1)),
             flipped,
@@ -201,7 +201,7 @@ fn fill_table(fill: &[f64], c: usize, dtype: DType) -> Result<Expr, String> {
 }
 
 fn inside(axis: usize, start: Index, len: usize) -> Cond {
-    let end = start.clone().add(i(len));
+    let end = start.clone() + i(len);
     Index::Coord(axis)
         .cmp(CmpOp::Ge, start)
         .and(Index::Coord(axis).cmp(CmpOp::Lt, end))
@@ -267,8 +267,8 @@ impl Operation for RandomTranslate {
         let fill = fill_table(&self.fill, c, input.dtype)?;
         let p = self.padding as i64;
         // Output (y, x) shows padded (y + dy, x + dx), i.e. source (y + dy - p, x + dx - p).
-        let sy = Index::Coord(0).add(Index::Rand(0)).sub(Index::Const(p));
-        let sx = Index::Coord(1).add(Index::Rand(1)).sub(Index::Const(p));
+        let sy = Index::Coord(0) + Index::Rand(0) - p;
+        let sx = Index::Coord(1) + Index::Rand(1) - p;
         let ok = |s: Index, n: usize| s.clone().cmp(CmpOp::Ge, i(0)).and(s.cmp(CmpOp::Lt, i(n)));
         let cond = ok(sy.clone(), h).and(ok(sx.clone(), w));
         Ok(Lowered::Expr(ExprKernel {

@@ -27,7 +27,7 @@ unsafe extern "C" fn decode(args: *const KernelArgs) -> i32 {
     // A kernel may use its scratch space; check it is there and writable.
     // SAFETY: scratch and output are distinct buffers owned by this call.
     let (scratch, out) = unsafe { (a.scratch(), a.output()) };
-    if scratch.len() != 16 || scratch.as_ptr() as usize % 16 != 0 {
+    if scratch.len() != 16 || !(scratch.as_ptr() as usize).is_multiple_of(16) {
         return 8;
     }
     scratch[..4].copy_from_slice(bytes);

@@ -44,8 +44,8 @@ fn rand_index(g: &mut Gen, rank: usize, depth: u32) -> Index {
         0 if rank > 0 => Index::Coord(g.below(rank as u64) as usize),
         0 | 1 => Index::Const(g.below(9) as i64 - 2),
         2 => Index::Rand(0),
-        3 => rand_index(g, rank, depth - 1).add(rand_index(g, rank, depth - 1)),
-        4 => rand_index(g, rank, depth - 1).sub(rand_index(g, rank, depth - 1)),
+        3 => rand_index(g, rank, depth - 1) + rand_index(g, rank, depth - 1),
+        4 => rand_index(g, rank, depth - 1) - rand_index(g, rank, depth - 1),
         _ => Index::select(
             rand_cond(g, rank, depth - 1),
             rand_index(g, rank, depth - 1),
@@ -67,7 +67,7 @@ fn rand_cond(g: &mut Gen, rank: usize, depth: u32) -> Cond {
     match g.below(4) {
         0 if depth > 0 => c.and(rand_cond(g, rank, depth - 1)),
         1 if depth > 0 => c.or(rand_cond(g, rank, depth - 1)),
-        2 => c.not(),
+        2 => !c,
         _ => c,
     }
 }

@@ -101,7 +101,7 @@ fn a_thousand_recompiles_do_not_grow_memory() {
     .unwrap();
     let input = common::bytes(4 * 48, 1);
     let ids = [0, 1, 2, 3];
-    let mut step = |ex: &mut Executor, epoch: u64| {
+    let step = |ex: &mut Executor, epoch: u64| {
         ex.rebuild(&pipeline(epoch)).unwrap();
         common::run_with(ex, &ids, &input, 9, epoch)
     };
