@@ -99,6 +99,13 @@ pub struct CacheConfig {
     /// Process cache: read pages with `O_DIRECT` (bypassing the OS page cache), falling
     /// back to buffered reads if the filesystem refuses.
     pub direct_io: bool,
+    /// Process cache: map each page read-only over its slot from the OS page cache
+    /// instead of copying it (zero-copy when the file is cached; the page readers still
+    /// fault every page in ahead of need, and the slot count and memory guard are
+    /// unchanged). Like the OS cache, a file truncated while mapped can then raise
+    /// SIGBUS in the consumer. Ignored when `direct_io` is in effect. Linux only;
+    /// elsewhere pages are copied.
+    pub map_pages: bool,
     /// OS cache: the `madvise` policy.
     pub os_advice: OsAdvice,
 }
@@ -111,6 +118,7 @@ impl Default for CacheConfig {
             reader_threads: 12,
             max_memory: None,
             direct_io: false,
+            map_pages: false,
             os_advice: OsAdvice::Auto,
         }
     }

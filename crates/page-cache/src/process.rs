@@ -56,8 +56,8 @@ impl ProcessCache {
     /// refused) Allocates no slot memory yet.
     pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<ProcessCache> {
         let path = reader.path().to_owned();
-        let (file, direct_io_fallback) =
-            PageFile::open(&path, config.direct_io).map_err(|source| Error::Open {
+        let (file, direct_io_fallback) = PageFile::open(&path, config.direct_io, config.map_pages)
+            .map_err(|source| Error::Open {
                 path: path.clone(),
                 source,
             })?;
@@ -110,6 +110,11 @@ impl ProcessCache {
     /// Whether page reads bypass the OS page cache (`O_DIRECT` asked for and accepted).
     pub fn direct_io(&self) -> bool {
         self.inner.file.is_direct()
+    }
+
+    /// Whether pages are mapped into their slots (zero-copy) rather than copied.
+    pub fn maps_pages(&self) -> bool {
+        self.inner.file.maps_pages()
     }
 
     /// Why `O_DIRECT` was not used although asked for (None if not asked or accepted).
@@ -457,7 +462,7 @@ impl ProcessEpoch {
         for &i in &self.schedule.entering[b] {
             let sp = self.schedule.pages[i];
             let slot = sp.slot as usize;
-            match pool.wait(sp.page, || owner.state(slot)) {
+            match pool.wait(sp.page, owner, slot) {
                 Wait::Ready => {}
                 Wait::Failed(source) => {
                     let offset = sp.page * inner.page_size;

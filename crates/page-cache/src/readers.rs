@@ -5,7 +5,7 @@
 //! it and wakes the consumer. Errors are kept per page for the consumer to report.
 //! Dropping the pool stops the threads (queued jobs are abandoned) and joins them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::slots::{Fill, SlotState, SlotWriters};
+use crate::slots::{Fill, SlotOwner, SlotState, SlotWriters};
 
 /// Alignment `O_DIRECT` needs for offsets, lengths and buffers on common filesystems.
 pub(crate) const DIRECT_ALIGN: usize = 4096;
@@ -23,6 +23,8 @@ pub(crate) const DIRECT_ALIGN: usize = 4096;
 pub(crate) struct PageFile {
     file: File,
     direct: bool,
+    /// Map pages into slots instead of copying them (never with `direct`).
+    map_pages: bool,
     path: PathBuf,
 }
 
@@ -30,11 +32,16 @@ impl PageFile {
     /// Opens `path` for positional reads. With `direct`, tries `O_DIRECT` and probes one
     /// aligned read; if the filesystem refuses, falls back to buffered reads and
     /// returns why in the second value.
-    pub(crate) fn open(path: &Path, direct: bool) -> io::Result<(PageFile, Option<String>)> {
+    pub(crate) fn open(
+        path: &Path,
+        direct: bool,
+        map_pages: bool,
+    ) -> io::Result<(PageFile, Option<String>)> {
         let buffered = || {
             File::open(path).map(|file| PageFile {
                 file,
                 direct: false,
+                map_pages,
                 path: path.to_owned(),
             })
         };
@@ -46,6 +53,7 @@ impl PageFile {
                 let pf = PageFile {
                     file,
                     direct: true,
+                    map_pages: false,
                     path: path.to_owned(),
                 };
                 // Some filesystems accept the flag at open and refuse the reads.
@@ -63,6 +71,11 @@ impl PageFile {
     /// Whether reads bypass the OS page cache.
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
+    }
+
+    /// Whether pages are mapped into their slots rather than copied.
+    pub(crate) fn maps_pages(&self) -> bool {
+        self.map_pages
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -150,7 +163,6 @@ struct Shared {
     /// states under it before sleeping, so no wake-up is lost.
     done: Mutex<()>,
     done_cv: Condvar,
-    errors: Mutex<HashMap<u64, Arc<io::Error>>>,
     /// Set if a reader thread ended without being asked to (a panic).
     dead: AtomicBool,
 }
@@ -191,7 +203,6 @@ impl ReaderPool {
             work: Condvar::new(),
             done: Mutex::new(()),
             done_cv: Condvar::new(),
-            errors: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
         });
         let mut pool = ReaderPool {
@@ -236,13 +247,12 @@ impl ReaderPool {
         }
     }
 
-    /// Blocks until `page` is ready or failed in its slot (`state` reads the slot).
-    pub(crate) fn wait(&self, page: u64, state: impl Fn() -> SlotState) -> Wait {
-        let check = || match state() {
+    /// Blocks until `page` is ready or failed in `slot` of `owner`.
+    pub(crate) fn wait(&self, page: u64, owner: &SlotOwner, slot: usize) -> Wait {
+        let check = || match owner.state(slot) {
             SlotState::Ready(p) if p == page => Some(Wait::Ready),
             SlotState::Failed(p) if p == page => {
-                let err = lock(&self.shared.errors).get(&page).cloned();
-                Some(Wait::Failed(err.unwrap_or_else(|| {
+                Some(Wait::Failed(owner.error(slot).unwrap_or_else(|| {
                     Arc::new(io::Error::other("page read failed"))
                 })))
             }
@@ -330,44 +340,71 @@ impl ThreadCtx {
         }
     }
 
+    #[cfg(target_os = "linux")]
+    fn map(&self, job: Job, account: &dyn Fn(bool)) -> Fill {
+        self.writers.map(
+            job.slot,
+            job.page,
+            &self.file.file,
+            job.offset,
+            job.len,
+            account,
+        )
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn map(&self, job: Job, account: &dyn Fn(bool)) -> Fill {
+        self.writers.fill(
+            job.slot,
+            job.page,
+            |buf| self.file.read_page(buf, job.offset, job.len),
+            account,
+        )
+    }
+
     fn load(&self, job: Job) {
         let span = tracing::trace_span!("page_load", page = job.page, slot = job.slot);
         let _e = span.enter();
         let file = &self.file;
-        let mut transferred = 0usize;
-        let outcome = self.writers.fill(job.slot, job.page, |buf| {
-            if job.len > buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "page of {} bytes exceeds the {}-byte slot",
-                        job.len,
-                        buf.len()
-                    ),
-                ));
-            }
-            // Record the error before `fill` marks the slot failed, so a consumer that
-            // sees the failure always finds its cause.
-            match file.read_page(buf, job.offset, job.len) {
-                Ok(n) => {
-                    transferred = n;
-                    Ok(job.len)
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    lock(&self.shared.errors).insert(job.page, Arc::new(e));
-                    Err(io::Error::other(msg))
-                }
-            }
-        });
-        match outcome {
-            Fill::Done => {
-                for c in &self.counters {
+        let transferred = std::cell::Cell::new(job.len);
+        // Counted before the slot is published, so a consumer that sees the page ready
+        // (or failed) also sees it counted.
+        let account = |ok: bool| {
+            for c in &self.counters {
+                if ok {
                     c.pages_loaded.fetch_add(1, Ordering::Relaxed);
                     c.storage_bytes_read
-                        .fetch_add(transferred as u64, Ordering::Relaxed);
+                        .fetch_add(transferred.get() as u64, Ordering::Relaxed);
+                } else {
+                    c.page_read_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
+        };
+        let outcome = if file.map_pages {
+            self.map(job, &account)
+        } else {
+            self.writers.fill(
+                job.slot,
+                job.page,
+                |buf| {
+                    if job.len > buf.len() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!(
+                                "page of {} bytes exceeds the {}-byte slot",
+                                job.len,
+                                buf.len()
+                            ),
+                        ));
+                    }
+                    transferred.set(file.read_page(buf, job.offset, job.len)?);
+                    Ok(job.len)
+                },
+                &account,
+            )
+        };
+        match outcome {
+            Fill::Done => {}
             Fill::Failed(e) => {
                 tracing::warn!(
                     path = %self.file.path().display(),
@@ -376,9 +413,6 @@ impl ThreadCtx {
                     error = %e,
                     "page read failed"
                 );
-                for c in &self.counters {
-                    c.page_read_errors.fetch_add(1, Ordering::Relaxed);
-                }
             }
             Fill::NotQueued => return,
         }

@@ -34,11 +34,21 @@ fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) 
 
 #[test]
 fn truncated_file_gives_an_error_naming_the_page_not_a_hang() {
+    truncated_file_case(false);
+}
+
+#[test]
+fn truncated_file_with_mapped_pages_gives_an_error_not_a_sigbus() {
+    truncated_file_case(true);
+}
+
+fn truncated_file_case(map_pages: bool) {
     let (_dir, path) = copy_of_multipage();
     let reader = Arc::new(Reader::open(&path).unwrap());
     let config = CacheConfig {
         os_cache: false,
         reader_threads: 3,
+        map_pages,
         ..CacheConfig::default()
     };
     let cache = ProcessCache::new(Arc::clone(&reader), &config).unwrap();

@@ -13,7 +13,9 @@ use proptest::prelude::*;
 use common::{FIXTURES_WITH_DATA, batches_of, compare_epoch, fixture, process_config};
 
 /// A random schedule: a shuffled subset of the samples, cut into batches.
-fn schedule_strategy(num_samples: u64) -> impl Strategy<Value = (Vec<u64>, usize, usize, usize)> {
+fn schedule_strategy(
+    num_samples: u64,
+) -> impl Strategy<Value = (Vec<u64>, usize, usize, usize, bool)> {
     (
         proptest::sample::subsequence(
             (0..num_samples).collect::<Vec<_>>(),
@@ -23,13 +25,24 @@ fn schedule_strategy(num_samples: u64) -> impl Strategy<Value = (Vec<u64>, usize
         1usize..10,
         0usize..5,
         1usize..4,
+        any::<bool>(),
     )
 }
 
-fn check(name: &str, order: &[u64], batch_size: usize, ahead: usize, threads: usize) {
+fn check(
+    name: &str,
+    order: &[u64],
+    batch_size: usize,
+    ahead: usize,
+    threads: usize,
+    map_pages: bool,
+) {
     let reader = Arc::new(Reader::open(fixture(name)).unwrap());
     let batches = batches_of(order, batch_size);
-    let config = process_config(ahead, threads);
+    let config = CacheConfig {
+        map_pages,
+        ..process_config(ahead, threads)
+    };
     let epoch = compare_epoch(&reader, &config, &batches);
     let stats = epoch.stats();
     let page_cache::EpochContext::Process(pe) = &epoch else {
@@ -68,18 +81,18 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn multipage_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(40)) {
-        check("multipage.beton", &order, bs, ahead, threads);
+    fn multipage_random_schedules_read_identical_bytes((order, bs, ahead, threads, map) in schedule_strategy(40)) {
+        check("multipage.beton", &order, bs, ahead, threads, map);
     }
 
     #[test]
-    fn page_retry_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(12)) {
-        check("page_retry.beton", &order, bs, ahead, threads);
+    fn page_retry_random_schedules_read_identical_bytes((order, bs, ahead, threads, map) in schedule_strategy(12)) {
+        check("page_retry.beton", &order, bs, ahead, threads, map);
     }
 
     #[test]
-    fn bytes_ndarray_random_schedules_read_identical_bytes((order, bs, ahead, threads) in schedule_strategy(64)) {
-        check("bytes_ndarray.beton", &order, bs, ahead, threads);
+    fn bytes_ndarray_random_schedules_read_identical_bytes((order, bs, ahead, threads, map) in schedule_strategy(64)) {
+        check("bytes_ndarray.beton", &order, bs, ahead, threads, map);
     }
 }
 
@@ -90,8 +103,10 @@ fn every_fixture_reads_identically_in_file_order_and_reversed() {
         let n = reader.num_samples();
         let forward: Vec<u64> = (0..n).collect();
         let backward: Vec<u64> = (0..n).rev().collect();
-        check(name, &forward, 7, 3, 12);
-        check(name, &backward, 5, 0, 1);
+        check(name, &forward, 7, 3, 12, false);
+        check(name, &forward, 7, 3, 12, true);
+        check(name, &backward, 5, 0, 1, false);
+        check(name, &backward, 3, 1, 2, true);
     }
 }
 
