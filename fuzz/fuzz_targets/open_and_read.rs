@@ -5,6 +5,8 @@
 //! Run with `cargo fuzz run open_and_read` from the `fuzz/` folder (nightly toolchain). Seed
 //! the corpus with the fixtures and the generated damaged files for faster coverage:
 //! `mkdir -p corpus/open_and_read && cp ../tests/fixtures/ffcv-1.0.2/scalars.beton corpus/open_and_read/`.
+//! Small files reach deep: the reader accepts any power-of-two page size, so a few hundred
+//! bytes can hold a complete file with allocations.
 
 #![no_main]
 
