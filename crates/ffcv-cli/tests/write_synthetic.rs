@@ -195,6 +195,7 @@ fn options_that_do_not_fit_the_kind_are_usage_errors() {
         ("images-raw", &["--shape", "32"]),
         ("bytes", &["--page-size", "2MiB", "--size", "3MiB"]),
         ("bytes", &["--size", "1TiB"]),
+        ("bytes", &["--size", "4GiB"]),
         ("ndarray", &["--shape", "100000000"]),
     ] {
         let run = write(&out, kind, 3, options);

@@ -64,8 +64,9 @@ pub fn run(args: &WriteArgs) -> Result<()> {
 fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let spec = spec(args)?;
     let fields = spec.fields().map_err(CliError::Usage)?;
-    check_fits(&spec, args.page_size)?;
+    // The page size is validated first (by the writer), then checked against the samples.
     let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
+    check_fits(&spec, args.page_size)?;
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers);
     }
@@ -129,8 +130,10 @@ fn check_fits(spec: &Spec, page_size: u64) -> Result<()> {
         largest => {
             let needed = largest
                 .and_then(u64::checked_next_power_of_two)
+                .map(|p| p.max(beton_io::MIN_PAGE_SIZE))
+                .filter(|&p| p < beton_io::MAX_PAGE_SIZE)
                 .map_or_else(
-                    || "none fits".to_owned(),
+                    || "no page size fits: pages are below 4 GiB".to_owned(),
                     |p| format!("use --page-size {p} or more"),
                 );
             Err(CliError::Usage(format!(
