@@ -19,7 +19,7 @@ use crate::report::Row;
 use crate::timing::Timing;
 
 /// Timed epochs per row (after one warm-up epoch).
-pub const EPOCHS: usize = 3;
+pub const EPOCHS: usize = 5;
 
 /// One configuration of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,7 +240,11 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
 fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1024)
 }
 
 /// `read_bytes` of `/proc/self/io`: bytes this process caused to be fetched from storage.
@@ -261,15 +265,19 @@ fn row_of(dataset: &Dataset, config: &Config, m: &Measured) -> Row {
             if config.os_cache { "OS" } else { "process" },
             config.order.name(),
             m.workers,
-            if config.compile { "compiled" } else { "interpreted" },
+            if config.compile {
+                "compiled"
+            } else {
+                "interpreted"
+            },
             config.batches_ahead
         ),
         samples_per_sec: m.samples_per_epoch as f64 / median,
         bytes_per_sec: m.payload_per_epoch as f64 / median,
         ..Row::default()
     };
-    let amplification = (m.payload_per_epoch > 0)
-        .then(|| m.storage_per_epoch as f64 / m.payload_per_epoch as f64);
+    let amplification =
+        (m.payload_per_epoch > 0).then(|| m.storage_per_epoch as f64 / m.payload_per_epoch as f64);
     let extra = [
         ("dataset", json!(dataset.label)),
         ("epoch_seconds", m.epochs.summary()),
@@ -324,7 +332,8 @@ fn tracing_row(dataset: &Dataset, reference: &Row, m: &Measured, page_size: u64)
     let spans_per_epoch = 3.0 * batches + pages;
     let median = m.epochs.median();
     let overhead = spans_per_epoch * span_ns * 1e-9 / median;
-    let spread = m.epochs.seconds.last().unwrap_or(&median) - m.epochs.seconds.first().unwrap_or(&median);
+    let spread =
+        m.epochs.seconds.last().unwrap_or(&median) - m.epochs.seconds.first().unwrap_or(&median);
     let noise = spread / median;
     let mut row = Row {
         name: tracing_row_name(&dataset.label),
@@ -415,7 +424,10 @@ mod tests {
         assert_eq!(unique.len(), names.len());
         assert_eq!(
             row_names("128k"),
-            ["loader/128k/os/random/all/jit", "loader/128k/proc/random/all/jit"]
+            [
+                "loader/128k/os/random/all/jit",
+                "loader/128k/proc/random/all/jit"
+            ]
         );
     }
 

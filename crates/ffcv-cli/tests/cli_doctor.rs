@@ -214,3 +214,163 @@ fn bad_arguments_are_usage_errors_and_a_missing_file_a_runtime_error() {
     ffcv(["doctor", missing.to_str().unwrap(), "--no-measure"])
         .assert_runtime_error("absent.beton");
 }
+
+/// Writes `samples` samples of a 64 KiB u8 array with 2 MiB pages (32 samples a page).
+fn wide_file(dir: &Path, samples: u64) -> PathBuf {
+    let path = dir.join("wide.beton");
+    let spec = Spec {
+        shape: vec![64 * 1024],
+        dtype: beton_io::DType::u8(),
+        seed: 5,
+        ..Spec::new(Kind::Ndarray)
+    };
+    DatasetWriter::new(&path, spec.fields().unwrap())
+        .unwrap()
+        .with_page_size(2 << 20)
+        .unwrap()
+        .with_num_workers(1)
+        .write(&from_fn(samples, |i| Ok(spec.sample(i))))
+        .unwrap();
+    path
+}
+
+fn trials(report: &Value) -> &Vec<Value> {
+    report["trials"].as_array().unwrap()
+}
+
+#[test]
+fn a_measured_run_starts_from_the_rules_and_names_a_resource_with_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cifar_file(dir.path(), 2000);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "64",
+        "--time-budget",
+        "2",
+        "--json",
+    ]);
+    let trials = trials(&report);
+    assert_eq!(trials[0]["knob"], "baseline");
+    assert_eq!(trials[0]["knobs"], report["start"]);
+    assert_eq!(trials[0]["kept"], true);
+    let baseline = &trials[0]["measurement"];
+    assert!(baseline["samples_per_sec"].as_f64().unwrap() > 0.0);
+    assert_eq!(baseline["h2d_seconds"], Value::Null);
+    // Every later run changes exactly one knob of the best configuration so far.
+    let mut best = trials[0]["knobs"].clone();
+    for trial in &trials[1..] {
+        let knobs = trial["knobs"].as_object().unwrap();
+        let changed: Vec<&String> = knobs
+            .iter()
+            .filter(|(key, value)| best[key.as_str()] != **value)
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(changed.len(), 1, "{trial}");
+        assert_eq!(changed[0], trial["knob"].as_str().unwrap());
+        if trial["kept"] == true {
+            best = trial["knobs"].clone();
+        }
+    }
+    assert_eq!(report["recommended"], best);
+    // A file that fits memory keeps the OS cache whatever the runs measured.
+    assert_eq!(report["recommended"]["os_cache"], true);
+    let diagnosis = &report["diagnosis"];
+    let resource = diagnosis["scarce_resource"].as_str().unwrap();
+    assert!(
+        ["storage", "cpu", "consumer"].contains(&resource),
+        "{diagnosis}"
+    );
+    let evidence: Vec<&str> = diagnosis["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(evidence.contains(&"no GPU stage"), "{evidence:?}");
+    assert!(
+        evidence
+            .iter()
+            .any(|e| e.starts_with("waiting on page reads"))
+    );
+    assert!(evidence.iter().any(|e| e.starts_with("pipeline stages on")));
+}
+
+#[test]
+fn a_file_over_the_memory_budget_names_memory_and_keeps_process_cache_quasi_random() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 x 64 KiB over 9 pages of 2 MiB (18 MiB in all); a 12 MiB budget holds the few
+    // pages QuasiRandom keeps open with batches of 2 (a window of 4 pages), not the file.
+    let path = wide_file(dir.path(), 200);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "2",
+        "--max-memory",
+        "12MiB",
+        "--time-budget",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(report["rules"]["os_cache"], false);
+    assert_eq!(report["rules"]["order"], "quasi-random");
+    assert_eq!(report["diagnosis"]["scarce_resource"], "memory");
+    let evidence = report["diagnosis"]["evidence"].to_string();
+    assert!(
+        evidence.contains("is larger than the memory it may use (12.0 MiB)"),
+        "{evidence}"
+    );
+    // The search never trades the cache or the order for a file that does not fit.
+    for trial in trials(&report) {
+        assert_eq!(trial["knobs"]["os_cache"], false, "{trial}");
+        assert_eq!(trial["knobs"]["order"], "quasi-random", "{trial}");
+    }
+    assert!(
+        trials(&report)[0]["measurement"]["samples_per_sec"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert_eq!(report["recommended"]["os_cache"], false);
+    assert_eq!(report["recommended"]["order"], "quasi-random");
+    assert!(
+        report["command"]
+            .as_str()
+            .unwrap()
+            .contains("--no-os-cache --max-memory 12582912")
+    );
+}
+
+#[test]
+fn a_budget_too_small_for_any_schedule_reports_the_memory_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = wide_file(dir.path(), 200);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "16",
+        "--max-memory",
+        "1MiB",
+        "--time-budget",
+        "1",
+        "--json",
+    ]);
+    let baseline = &trials(&report)[0];
+    assert_eq!(baseline["kept"], false);
+    assert!(
+        baseline["error"]
+            .as_str()
+            .unwrap()
+            .contains("memory budget"),
+        "{baseline}"
+    );
+    assert_eq!(report["diagnosis"]["scarce_resource"], "memory");
+    assert!(
+        report["diagnosis"]["evidence"]
+            .to_string()
+            .contains("the memory guard refused a configuration")
+    );
+}

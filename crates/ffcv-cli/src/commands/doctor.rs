@@ -202,10 +202,12 @@ pub fn starting_knobs(args: &DoctorArgs, recommendation: &Recommendation, cpus: 
 }
 
 /// The values the search may try from `start`: worker counts 1, the rules' and all CPUs;
-/// queue depths 1, 3 and 6; the other cache only when the file fits memory; the other
+/// queue depths 1, 3 and 6; the OS cache when the file fits memory and the run started from
+/// the process cache (never the other way: a file that fits is best kept once in the page
+/// cache, shared by every process, which a short run in one process cannot show); the other
 /// shuffling order only when neither a repeatable nor an exactly uniform order is required
 /// and the file fits memory (larger than memory, the rules' order is what keeps the working
-/// set small, which a short run cannot show).
+/// set small, which a short run cannot show either).
 pub fn candidates(
     start: &Knobs,
     recommendation: &Recommendation,
@@ -234,7 +236,7 @@ pub fn candidates(
     Candidates {
         num_workers,
         batches_ahead,
-        try_other_cache: fits,
+        try_other_cache: fits && !start.os_cache,
         orders,
     }
 }
@@ -305,7 +307,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             if progress {
                 eprintln!("ffcv doctor: measuring {}", knobs.flags());
             }
-            measure::measure(args, &reader, knobs, seed, slice)
+            measure::measure(args, knobs, seed, slice)
         };
         Some(diagnose::tune(
             start,
@@ -323,15 +325,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             Some(best) => Some(diagnose::diagnose(best, &memory)),
             None => {
                 let guard = tuning.trials.iter().any(|t| t.memory_guard_fired());
-                (guard || memory.file_larger_than_limit).then(|| {
-                    diagnose::diagnose(
-                        &diagnose::Measurement {
-                            memory_guard_fired: guard,
-                            ..diagnose::Measurement::default()
-                        },
-                        &memory,
-                    )
-                })
+                diagnose::diagnose_unmeasured(guard, &memory)
             }
         });
 
@@ -641,13 +635,18 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_fits_may_try_the_other_cache_and_order_unless_the_order_is_pinned() {
+    fn a_file_that_fits_may_try_the_os_cache_and_another_order_unless_the_order_is_pinned() {
         let r = recommendation(true, false);
         let start = starting_knobs(&args(&[]), &r, 2);
         let c = candidates(&start, &r, 2, Needs::default());
-        assert!(c.try_other_cache);
+        assert!(
+            !c.try_other_cache,
+            "the OS cache is never traded for the process cache"
+        );
         assert_eq!(c.orders, [OrderChoice::QuasiRandom]);
         assert_eq!(c.num_workers, [1]);
+        let from_process = starting_knobs(&args(&["--no-os-cache"]), &r, 2);
+        assert!(candidates(&from_process, &r, 2, Needs::default()).try_other_cache);
         let pinned = Needs {
             repeatable: true,
             uniform: false,

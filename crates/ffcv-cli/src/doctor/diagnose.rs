@@ -61,7 +61,8 @@ pub struct Measurement {
     pub wall_seconds: f64,
     /// Time the producer waited for pages to arrive from storage.
     pub page_wait_seconds: f64,
-    /// Time spent running the pipeline stages, summed over the workers.
+    /// Wall time the producer spent running the pipeline stages on the worker pool (every
+    /// worker takes chunks of the batch meanwhile).
     pub stage_seconds: f64,
     /// Time the producer waited for a free slot (the consumer holds them all).
     pub slot_wait_seconds: f64,
@@ -73,6 +74,10 @@ pub struct Measurement {
     pub peak_rss_bytes: Option<u64>,
     /// Pipeline threads that ran.
     pub workers: usize,
+    /// CPU seconds (user + system) the whole process used, when known.
+    pub cpu_seconds: Option<f64>,
+    /// Bytes the process cache read from storage (0 with the OS cache).
+    pub storage_bytes_read: u64,
     /// The memory guard refused the configuration (the run failed for lack of memory).
     pub memory_guard_fired: bool,
 }
@@ -83,12 +88,15 @@ impl Measurement {
         share(self.page_wait_seconds, self.wall_seconds)
     }
 
-    /// Fraction of the workers' capacity spent in the stages (1.0 = every worker always busy).
+    /// Fraction of the wall time the worker pool ran the stages (1.0 = always decoding).
     pub fn cpu_busy_share(&self) -> f64 {
-        share(
-            self.stage_seconds,
-            self.wall_seconds * self.workers.max(1) as f64,
-        )
+        share(self.stage_seconds, self.wall_seconds)
+    }
+
+    /// CPUs the process kept busy on average (CPU seconds over wall seconds), when known.
+    pub fn cpus_used(&self) -> Option<f64> {
+        let cpu = self.cpu_seconds?;
+        (self.wall_seconds > 0.0).then(|| cpu / self.wall_seconds)
     }
 
     /// Fraction of the wall time the producer waited for a free slot.
@@ -113,6 +121,8 @@ impl Measurement {
             "h2d_seconds": self.h2d_seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
             "workers": self.workers,
+            "cpu_seconds": self.cpu_seconds,
+            "storage_bytes_read": self.storage_bytes_read,
             "memory_guard_fired": self.memory_guard_fired,
             "page_wait_share": self.page_wait_share(),
             "cpu_busy_share": self.cpu_busy_share(),
@@ -210,6 +220,45 @@ pub struct MemoryContext {
     pub file_bytes: u64,
 }
 
+/// Names memory as the scarce resource when no run succeeded: the guard refused every
+/// configuration, or the file is larger than the memory allowed. `None` otherwise (nothing
+/// was measured, so anything else would be a guess).
+pub fn diagnose_unmeasured(guard_fired: bool, memory: &MemoryContext) -> Option<Diagnosis> {
+    let evidence = memory_reasons(guard_fired, None, memory);
+    (!evidence.is_empty()).then(|| Diagnosis {
+        resource: Resource::Memory,
+        evidence,
+    })
+}
+
+/// The sentences that show memory pressure, empty when there is none.
+fn memory_reasons(
+    guard_fired: bool,
+    rss_share: Option<f64>,
+    memory: &MemoryContext,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if guard_fired {
+        reasons.push("the memory guard refused a configuration".to_owned());
+    }
+    if rss_share.is_some_and(|s| s >= MEMORY_PRESSURE_SHARE) {
+        reasons.push(format!(
+            "peak RSS is at least {:.0}% of the memory limit",
+            100.0 * MEMORY_PRESSURE_SHARE
+        ));
+    }
+    if memory.file_larger_than_limit {
+        reasons.push(format!(
+            "the file ({}) is larger than the memory it may use ({})",
+            super::rules::human_bytes(memory.file_bytes),
+            memory
+                .limit_bytes
+                .map_or_else(|| "unknown".to_owned(), super::rules::human_bytes)
+        ));
+    }
+    reasons
+}
+
 /// Names the scarce resource of a measurement.
 ///
 /// Memory first (it decides what may run at all: the guard fired, RSS at
@@ -230,11 +279,22 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         100.0 * m.page_wait_share()
     ));
     evidence.push(format!(
-        "pipeline stages: {:.3} s of worker time ({:.0}% of {} workers' capacity)",
+        "pipeline stages on {} workers: {:.3} s ({:.0}% of wall time)",
+        m.workers,
         m.stage_seconds,
-        100.0 * m.cpu_busy_share(),
-        m.workers
+        100.0 * m.cpu_busy_share()
     ));
+    if let Some(cpus) = m.cpus_used() {
+        evidence.push(format!(
+            "process CPU use: {cpus:.2} CPUs on average over the window"
+        ));
+    }
+    if m.storage_bytes_read > 0 {
+        evidence.push(format!(
+            "process cache read {} from storage",
+            super::rules::human_bytes(m.storage_bytes_read)
+        ));
+    }
     evidence.push(format!(
         "waiting for a free slot: {:.3} s ({:.0}% of wall time); consumer waited {:.3} s for batches",
         m.slot_wait_seconds,
@@ -264,25 +324,7 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         });
     }
 
-    let mut memory_reasons = Vec::new();
-    if m.memory_guard_fired {
-        memory_reasons.push("the memory guard refused a configuration".to_owned());
-    }
-    if rss_share.is_some_and(|s| s >= MEMORY_PRESSURE_SHARE) {
-        memory_reasons.push(format!(
-            "peak RSS is at least {:.0}% of the memory limit",
-            100.0 * MEMORY_PRESSURE_SHARE
-        ));
-    }
-    if memory.file_larger_than_limit {
-        memory_reasons.push(format!(
-            "the file ({}) is larger than the memory it may use ({})",
-            super::rules::human_bytes(memory.file_bytes),
-            memory
-                .limit_bytes
-                .map_or_else(|| "unknown".to_owned(), super::rules::human_bytes)
-        ));
-    }
+    let memory_reasons = memory_reasons(m.memory_guard_fired, rss_share, memory);
     if !memory_reasons.is_empty() {
         evidence.extend(memory_reasons);
         return Diagnosis {
@@ -515,14 +557,20 @@ mod tests {
     #[test]
     fn busy_workers_name_the_cpu() {
         let m = Measurement {
-            stage_seconds: 1.9,
+            stage_seconds: 0.95,
             page_wait_seconds: 0.01,
             slot_wait_seconds: 0.02,
+            cpu_seconds: Some(1.9),
             ..measurement(100.0)
         };
         let d = diagnose(&m, &MemoryContext::default());
         assert_eq!(d.resource, Resource::Cpu);
-        assert!(d.evidence.iter().any(|e| e.contains("95% of 2 workers")));
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e == "pipeline stages on 2 workers: 0.950 s (95% of wall time)")
+        );
+        assert!(d.evidence.iter().any(|e| e.contains("1.90 CPUs")));
     }
 
     #[test]
@@ -586,6 +634,19 @@ mod tests {
                 .iter()
                 .any(|e| e.contains("3.0 MiB") && e.contains("1.0 MiB"))
         );
+    }
+
+    #[test]
+    fn without_a_measurement_only_memory_can_be_named() {
+        let fits = MemoryContext {
+            limit_bytes: Some(1 << 30),
+            file_larger_than_limit: false,
+            file_bytes: 1 << 20,
+        };
+        assert_eq!(diagnose_unmeasured(false, &fits), None);
+        let d = diagnose_unmeasured(true, &fits).unwrap();
+        assert_eq!(d.resource, Resource::Memory);
+        assert_eq!(d.evidence, ["the memory guard refused a configuration"]);
     }
 
     #[test]
