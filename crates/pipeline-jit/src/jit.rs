@@ -590,6 +590,16 @@ struct Gen<'a, 't> {
 type Range = Option<(i64, i64)>;
 
 impl Gen<'_, '_> {
+    /// `addr + off` as an address and an immediate offset. The runtime part and the
+    /// constant part of an index are only in bounds together (modulo 2^64), so an offset
+    /// that does not fit the immediate is added to the address instead of truncated.
+    fn split_offset(&mut self, addr: Value, off: i64) -> (Value, i32) {
+        match i32::try_from(off) {
+            Ok(o) => (addr, o),
+            Err(_) => (self.iadd_c(addr, off), 0),
+        }
+    }
+
     fn imul_c(&mut self, v: Value, c: i64) -> Value {
         if c == 1 {
             return v;
@@ -1018,9 +1028,9 @@ impl Gen<'_, '_> {
                 let mut stride = 1i64;
                 for (c, &d) in cs.iter().zip(seg.in_shape).rev() {
                     match self.clamped(el, c, 0, d as i64 - 1) {
-                        IV::C(x) => konst += x * stride,
+                        IV::C(x) => konst = konst.wrapping_add(x.wrapping_mul(stride)),
                         IV::V(v, k) => {
-                            konst += k * stride;
+                            konst = konst.wrapping_add(k.wrapping_mul(stride));
                             let t = self.imul_c(v, stride * size);
                             rt = Some(match rt {
                                 Some(r) => self.iadd2(r, t),
@@ -1034,14 +1044,13 @@ impl Gen<'_, '_> {
                     Some(r) => self.iadd2(seg.in_ptr, r),
                     None => seg.in_ptr,
                 };
+                let (addr, off) = self.split_offset(addr, konst.wrapping_mul(size));
                 let mut flags = MemFlagsData::new().with_notrap();
                 if seg.in_readonly {
                     flags = flags.with_readonly().with_can_move();
                 }
                 (
-                    self.b
-                        .ins()
-                        .load(clif(seg.in_dtype), flags, addr, (konst * size) as i32),
+                    self.b.ins().load(clif(seg.in_dtype), flags, addr, off),
                     seg.in_dtype,
                 )
             }
@@ -1053,14 +1062,12 @@ impl Gen<'_, '_> {
                     let size = t.size() as i64;
                     let off = self.imul_c(v, size);
                     let addr = self.iadd_c(off, base);
+                    let (addr, off) = self.split_offset(addr, k.wrapping_mul(size));
                     let flags = MemFlagsData::new()
                         .with_notrap()
                         .with_readonly()
                         .with_can_move();
-                    (
-                        self.b.ins().load(clif(*t), flags, addr, (k * size) as i32),
-                        *t,
-                    )
+                    (self.b.ins().load(clif(*t), flags, addr, off), *t)
                 }
             },
             Expr::FromIndex(t, i) => {

@@ -254,3 +254,42 @@ proptest! {
         prop_assert_eq!(&common::run(&p, false, 3, &ids, &input, seed, epoch), &reference, "interpreter, 3 threads: {:?}", p);
     }
 }
+
+/// An index whose runtime part and constant part are each far out of bounds but cancel
+/// (`select(.., -2^40, -2^40) + 2^40`): the generated address must still be exact.
+struct CancellingOffsets;
+
+impl Operation for CancellingOffsets {
+    fn name(&self) -> String {
+        "CancellingOffsets".into()
+    }
+    fn lower(&self, input: &State) -> Result<Lowered, String> {
+        let far = -(1i64 << 40);
+        // A condition on a looped (not unrolled) coordinate, so that it is not folded or
+        // hoisted out of the loop nest.
+        let cond = Index::Coord(0).cmp(CmpOp::Ge, Index::Const(0));
+        let row = Index::select(cond, Index::Const(far), Index::Const(far)) + (1i64 << 40);
+        let expr = Expr::Input(vec![row, Index::Coord(1)]);
+        Ok(Lowered::Expr(ExprKernel {
+            output: input.clone(),
+            expr,
+            random: vec![],
+        }))
+    }
+}
+
+#[test]
+fn cancelling_huge_index_offsets_read_the_right_element() {
+    let p = Pipeline::new(State::cpu([300, 4], DType::U8)).then(CancellingOffsets);
+    let input: Vec<u8> = (0..2400).map(|i| (i % 251) as u8).collect();
+    let ids = [0, 1];
+    // Every row of a sample is its row 0.
+    let expected: Vec<u8> = input[..4]
+        .repeat(300)
+        .into_iter()
+        .chain(input[1200..1204].repeat(300))
+        .collect();
+    assert_eq!(p.plan().unwrap().segments().len(), 1);
+    assert_eq!(common::run(&p, false, 1, &ids, &input, 0, 0), expected);
+    assert_eq!(common::run(&p, true, 1, &ids, &input, 0, 0), expected);
+}
