@@ -41,97 +41,95 @@ const AAN_SCALES: [i64; 64] = [
     4520, 6270, 5906, 5315, 4520, 3552, 2446, 1247,
 ];
 
-const FIX_1_082392200: i64 = 277;
-const FIX_1_414213562: i64 = 362;
-const FIX_1_847759065: i64 = 473;
-const FIX_2_613125930: i64 = 669;
+const FIX_1_082392200: i32 = 277;
+const FIX_1_414213562: i32 = 362;
+const FIX_1_847759065: i32 = 473;
+const FIX_2_613125930: i32 = 669;
 
-/// `MULTIPLY(v, c)` of jidctfst: the product descaled by 8 bits, truncating.
-fn mul(v: i64, c: i64) -> i64 {
-    (v * c) >> 8
+/// Eight lanes of 32-bit values: the IDCT works on all eight columns (pass
+/// 1) or rows (pass 2) at once, which the compiler turns into SIMD.
+type Lanes = [i32; 8];
+
+fn add(a: Lanes, b: Lanes) -> Lanes {
+    std::array::from_fn(|i| a[i].wrapping_add(b[i]))
 }
 
-/// libjpeg's post-IDCT range limit on `x >> 5` masked to 10 bits: values in
-/// -128..=127 map to 0..=255, larger ones saturate, and anything beyond
-/// +-512 wraps as in libjpeg's table.
-fn idct_limit(x: i64) -> u8 {
-    let v = ((x >> 5) & 1023) as u32;
-    match v {
-        0..=127 => (v + 128) as u8,
-        128..=511 => 255,
-        512..=895 => 0,
-        _ => (v - 896) as u8,
-    }
+fn sub(a: Lanes, b: Lanes) -> Lanes {
+    std::array::from_fn(|i| a[i].wrapping_sub(b[i]))
 }
 
-/// jidctfst's two passes for one block, writing 8x8 samples.
-fn idct_ifast(coef: &[i16; 64], q: &[i64; 64], out: &mut [u8], stride: usize) {
-    let mut ws = [0i64; 64];
-    for c in 0..8 {
-        let d = |r: usize| i64::from(coef[r * 8 + c]) * q[r * 8 + c];
-        if (1..8).all(|r| coef[r * 8 + c] == 0) {
-            let dc = d(0);
-            for r in 0..8 {
-                ws[r * 8 + c] = dc;
-            }
-            continue;
-        }
-        let (tmp0, tmp1, tmp2, tmp3) = (d(0), d(2), d(4), d(6));
-        let tmp10 = tmp0 + tmp2;
-        let tmp11 = tmp0 - tmp2;
-        let tmp13 = tmp1 + tmp3;
-        let tmp12 = mul(tmp1 - tmp3, FIX_1_414213562) - tmp13;
-        let (e0, e3, e1, e2) = (tmp10 + tmp13, tmp10 - tmp13, tmp11 + tmp12, tmp11 - tmp12);
-        let (tmp4, tmp5, tmp6, tmp7) = (d(1), d(3), d(5), d(7));
-        let (o7, o6, o5, o4) = odd_part(tmp4, tmp5, tmp6, tmp7);
-        ws[c] = e0 + o7;
-        ws[56 + c] = e0 - o7;
-        ws[8 + c] = e1 + o6;
-        ws[48 + c] = e1 - o6;
-        ws[16 + c] = e2 + o5;
-        ws[40 + c] = e2 - o5;
-        ws[32 + c] = e3 + o4;
-        ws[24 + c] = e3 - o4;
-    }
+/// `MULTIPLY(v, c)` of jidctfst: the product descaled by 8 bits, truncating
+/// (arithmetic shift, so negative products round toward minus infinity).
+fn mul(a: Lanes, c: i32) -> Lanes {
+    std::array::from_fn(|i| a[i].wrapping_mul(c) >> 8)
+}
+
+/// libjpeg's post-IDCT range limit, `range_limit[(x >> 5) & 1023]`: the low
+/// 10 bits of `x >> 5` read as a signed value, plus 128, clamped to a byte
+/// (values beyond +-512 wrap, as through libjpeg's table).
+fn idct_limit(x: i32) -> u8 {
+    let v = (((x >> 5) & 1023) ^ 512) - 512;
+    (v + 128).clamp(0, 255) as u8
+}
+
+/// One 8-point jidctfst butterfly over eight lanes: `x[k]` holds frequency
+/// `k`, the result's `[k]` spatial position `k`.
+fn butterfly(x: [Lanes; 8]) -> [Lanes; 8] {
+    // Even part.
+    let tmp10 = add(x[0], x[4]);
+    let tmp11 = sub(x[0], x[4]);
+    let tmp13 = add(x[2], x[6]);
+    let tmp12 = sub(mul(sub(x[2], x[6]), FIX_1_414213562), tmp13);
+    let e0 = add(tmp10, tmp13);
+    let e3 = sub(tmp10, tmp13);
+    let e1 = add(tmp11, tmp12);
+    let e2 = sub(tmp11, tmp12);
+    // Odd part.
+    let z13 = add(x[5], x[3]);
+    let z10 = sub(x[5], x[3]);
+    let z11 = add(x[1], x[7]);
+    let z12 = sub(x[1], x[7]);
+    let t7 = add(z11, z13);
+    let t11 = mul(sub(z11, z13), FIX_1_414213562);
+    let z5 = mul(add(z10, z12), FIX_1_847759065);
+    let t10 = sub(mul(z12, FIX_1_082392200), z5);
+    let t12 = add(mul(z10, -FIX_2_613125930), z5);
+    let t6 = sub(t12, t7);
+    let t5 = sub(t11, t6);
+    let t4 = add(t10, t5);
+    [
+        add(e0, t7),
+        add(e1, t6),
+        add(e2, t5),
+        sub(e3, t4),
+        add(e3, t4),
+        sub(e2, t5),
+        sub(e1, t6),
+        sub(e0, t7),
+    ]
+}
+
+/// jidctfst's two passes for one block, writing 8x8 samples. libjpeg's
+/// shortcuts for all-zero AC columns and rows give the same values as the
+/// full butterflies, so they are not needed for identical output. The
+/// arithmetic is 32-bit like libjpeg's `DCTELEM`; only coefficients far
+/// outside what an 8-bit JPEG encoder produces could overflow, and then the
+/// result wraps instead of panicking.
+fn idct_ifast(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
+    let rows: [Lanes; 8] = std::array::from_fn(|r| {
+        std::array::from_fn(|c| i32::from(coef[r * 8 + c]).wrapping_mul(q[r * 8 + c]))
+    });
+    // Pass 1: lane = column; the result is indexed by row.
+    let ws = butterfly(rows);
+    // Pass 2: lane = row; the inputs are the work array's columns.
+    let cols: [Lanes; 8] = std::array::from_fn(|k| std::array::from_fn(|r| ws[r][k]));
+    let res = butterfly(cols);
     for r in 0..8 {
-        let w = &ws[r * 8..r * 8 + 8];
         let o = &mut out[r * stride..r * stride + 8];
-        if w[1..].iter().all(|&v| v == 0) {
-            o.fill(idct_limit(w[0]));
-            continue;
+        for (k, px) in o.iter_mut().enumerate() {
+            *px = idct_limit(res[k][r]);
         }
-        let tmp10 = w[0] + w[4];
-        let tmp11 = w[0] - w[4];
-        let tmp13 = w[2] + w[6];
-        let tmp12 = mul(w[2] - w[6], FIX_1_414213562) - tmp13;
-        let (e0, e3, e1, e2) = (tmp10 + tmp13, tmp10 - tmp13, tmp11 + tmp12, tmp11 - tmp12);
-        let (o7, o6, o5, o4) = odd_part(w[1], w[3], w[5], w[7]);
-        o[0] = idct_limit(e0 + o7);
-        o[7] = idct_limit(e0 - o7);
-        o[1] = idct_limit(e1 + o6);
-        o[6] = idct_limit(e1 - o6);
-        o[2] = idct_limit(e2 + o5);
-        o[5] = idct_limit(e2 - o5);
-        o[4] = idct_limit(e3 + o4);
-        o[3] = idct_limit(e3 - o4);
     }
-}
-
-/// The odd half of jidctfst's 1-D transform: returns `(tmp7, tmp6, tmp5, tmp4)`.
-fn odd_part(tmp4: i64, tmp5: i64, tmp6: i64, tmp7: i64) -> (i64, i64, i64, i64) {
-    let z13 = tmp6 + tmp5;
-    let z10 = tmp6 - tmp5;
-    let z11 = tmp4 + tmp7;
-    let z12 = tmp4 - tmp7;
-    let t7 = z11 + z13;
-    let t11 = mul(z11 - z13, FIX_1_414213562);
-    let z5 = mul(z10 + z12, FIX_1_847759065);
-    let t10 = mul(z12, FIX_1_082392200) - z5;
-    let t12 = mul(z10, -FIX_2_613125930) + z5;
-    let t6 = t12 - t7;
-    let t5 = t11 - t6;
-    let t4 = t10 + t5;
-    (t7, t6, t5, t4)
 }
 
 /// A Huffman table in canonical form plus a 9-bit lookahead, stored inline
@@ -362,7 +360,7 @@ impl TurboDecoder {
             return Err(err("missing SOI marker"));
         }
         let mut pos = 2;
-        let mut qt = [[0i64; 64]; 4];
+        let mut qt = [[0i32; 64]; 4];
         let mut qt_set = [false; 4];
         for t in self.dc.iter_mut().chain(self.ac.iter_mut()) {
             t.defined = false;
@@ -515,8 +513,11 @@ impl TurboDecoder {
                                 i64::from(u16::from_be_bytes([s[1 + 2 * k], s[2 + 2 * k]]))
                             };
                             let nat = NATURAL_ORDER[k];
-                            // jddctmgr: DESCALE(q * aanscale, 14 - 2), rounding.
-                            qt[id][nat] = (q * AAN_SCALES[nat] + (1 << 11)) >> 12;
+                            // jddctmgr: DESCALE(q * aanscale, 14 - 2), rounding,
+                            // stored as libjpeg's 16-bit IFAST_MULT_TYPE (which
+                            // wraps for 16-bit tables with large entries).
+                            let scaled = (q * AAN_SCALES[nat] + (1 << 11)) >> 12;
+                            qt[id][nat] = i32::from(scaled as i16);
                         }
                         qt_set[id] = true;
                         s = &s[1 + size..];
@@ -592,7 +593,7 @@ impl TurboDecoder {
         start: usize,
         comps: &[Component],
         scan: &[(usize, usize, usize)],
-        qt: &[[i64; 64]; 4],
+        qt: &[[i32; 64]; 4],
         (width, height, hmax, vmax): (usize, usize, usize, usize),
         restart_interval: usize,
     ) -> Result<usize> {

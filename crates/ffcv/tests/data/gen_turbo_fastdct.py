@@ -58,7 +58,7 @@ def main():
         ("422 two columns wide", 17, 4, "422", 90, []),
         ("440", 33, 27, "440", 90, []),
         ("444", 25, 31, "444", 95, []),
-        ("420 quality 100 (16-bit tables)", 24, 24, "420", 100, []),
+        ("420 quality 100 (all-ones tables)", 24, 24, "420", 100, []),
         ("420 quality 20", 40, 36, "420", 20, []),
         ("420 restart interval 2", 35, 70, "420", 90, [cv2.IMWRITE_JPEG_RST_INTERVAL, 2]),
         ("444 restart interval 1", 16, 40, "444", 90, [cv2.IMWRITE_JPEG_RST_INTERVAL, 1]),
