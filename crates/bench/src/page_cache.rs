@@ -6,18 +6,20 @@
 //! An epoch is what a loader does: `schedule_epoch`, then per batch `start_batch` and a
 //! copy of every sample's bytes into the batch buffer on a rayon pool of all CPUs.
 //!
-//! - `page-cache/{process,os}/{order}/{size}`: warm (the file in the OS page cache), one
-//!   warm-up epoch, then three timed epochs alternating the two caches; median. The
-//!   process rows carry `ratio` = process ÷ OS throughput for the same order, and
-//!   `read_amplification` = bytes read from storage by the page readers ÷ bytes of the
+//! - `page-cache/{os,process,process-mapped}/{order}/{size}`: warm (the file in the OS
+//!   page cache), one warm-up epoch, then three timed epochs alternating the caches;
+//!   median. `process` copies pages into its slots (FFCV's way), `process-mapped` maps
+//!   them (`map_pages`). Process rows carry `ratio` = process ÷ OS throughput for the
+//!   same order, and `read_amplification` = bytes the page readers read ÷ bytes of the
 //!   samples used.
-//! - `page-cache/os-cold/{order}/{size}/{auto,off}`: the file evicted from the OS cache
-//!   first, one epoch (bounded to 8,192 samples for 3 KiB) with the automatic `madvise`
-//!   hint or none; `storage_bytes_read` from `/proc/self/io` (what the kernel read
-//!   from the device for this process, readahead included).
-//! - `page-cache/process-cold/quasi-random/128k/{buffered,direct}`: cold process cache
-//!   with buffered or `O_DIRECT` page reads; `os_cache_bytes_after` shows whether the
-//!   epoch filled the OS page cache.
+//! - `page-cache/os-cold/{order}/{size}/{auto,none,sequential,random}`: the file evicted
+//!   from the OS cache first, one epoch (bounded to 8,192 samples for 3 KiB) with the
+//!   automatic `madvise` hint, none, or a fixed one; `storage_bytes_read` from
+//!   `/proc/self/io` (what the kernel read from the device for this process, readahead
+//!   included).
+//! - `page-cache/process-cold/quasi-random/128k/{buffered,direct,mapped}`: cold process
+//!   cache with buffered, `O_DIRECT` or mapped (`map_pages`) page reads;
+//!   `os_cache_bytes_after` shows whether the epoch filled the OS page cache.
 //!
 //! Orders come from the traversal crate (Sequential, Random with NumPy's permutation,
 //! QuasiRandom with FFCV's default buffer of `2 × batch_size` pages), seed 0.
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use beton_io::{DatasetWriter, FieldMetadata, FieldSpec, FieldType, FieldValue, Reader};
-use page_cache::{CacheConfig, CacheStats, EpochContext, OsAdvice, PageCache};
+use page_cache::{Advice, CacheConfig, CacheStats, EpochContext, OsAdvice, PageCache};
 use rayon::prelude::*;
 use serde_json::json;
 use traversal::{QuasiRandom, Random, SamplePages, TraversalOrder, default_buffer_pages};
@@ -237,85 +239,92 @@ fn warm_rows(
 ) -> Result<Vec<Row>, String> {
     let reader = Arc::new(Reader::open(path).map_err(|e| e.to_string())?);
     let plan = Plan::new(&reader, spec)?;
-    let os =
-        PageCache::new(Arc::clone(&reader), &CacheConfig::default()).map_err(|e| e.to_string())?;
-    let process_config = CacheConfig {
-        os_cache: false,
-        ..CacheConfig::default()
-    };
-    let process =
-        PageCache::new(Arc::clone(&reader), &process_config).map_err(|e| e.to_string())?;
+    // (row prefix, configuration); the first is the OS cache every ratio refers to.
+    let variants = [
+        ("os", "os_cache", CacheConfig::default()),
+        (
+            "process",
+            "process cache (prefetch 3, 12 readers, pages copied)",
+            CacheConfig {
+                os_cache: false,
+                ..CacheConfig::default()
+            },
+        ),
+        (
+            "process-mapped",
+            "process cache (prefetch 3, 12 readers, pages mapped: map_pages)",
+            CacheConfig {
+                os_cache: false,
+                map_pages: true,
+                ..CacheConfig::default()
+            },
+        ),
+    ];
+    let caches = variants
+        .iter()
+        .map(|(_, _, config)| PageCache::new(Arc::clone(&reader), config))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let mut out = vec![0u8; spec.batch_size * spec.sample_bytes];
     let mut rows = Vec::new();
     for (o, name) in ORDERS.iter().enumerate() {
         let epochs = &plan.orders[o];
-        // Warm-up: fills the OS page cache and the process cache's slot memory.
-        run_epoch(&os, &plan, &epochs[0], pool, &mut out)?;
-        run_epoch(&process, &plan, &epochs[0], pool, &mut out)?;
-        let (mut os_secs, mut pc_secs) = (Vec::new(), Vec::new());
-        let mut pc_stats = CacheStats::default();
-        let mut samples = 0;
-        for order in &epochs[1..] {
-            let e = run_epoch(&os, &plan, order, pool, &mut out)?;
-            os_secs.push(e.seconds);
-            let e = run_epoch(&process, &plan, order, pool, &mut out)?;
-            pc_secs.push(e.seconds);
-            pc_stats = e.stats;
-            samples = e.samples;
+        // Warm-up: fills the OS page cache and each process cache's slot memory.
+        for cache in &caches {
+            run_epoch(cache, &plan, &epochs[0], pool, &mut out)?;
         }
+        let mut secs = vec![Vec::new(); caches.len()];
+        let mut stats = vec![CacheStats::default(); caches.len()];
+        // The caches alternate inside every repetition, so a busy moment of the machine
+        // hits them alike and their ratio stays fair.
+        for order in &epochs[1..] {
+            for (c, cache) in caches.iter().enumerate() {
+                let e = run_epoch(cache, &plan, order, pool, &mut out)?;
+                secs[c].push(e.seconds);
+                stats[c] = e.stats;
+            }
+        }
+        let samples = epochs[1].len();
         let used_bytes = (samples * spec.sample_bytes) as f64;
-        let os_sps = samples as f64 / median(os_secs.clone());
-        let pc_sps = samples as f64 / median(pc_secs.clone());
-        let config = format!(
-            "{} samples of {} B, batch {}, {threads} threads, warm OS cache, order {name}",
-            spec.samples, spec.sample_bytes, spec.batch_size
-        );
-        let mut os_row = Row {
-            name: format!("page-cache/os/{name}/{}", spec.label),
-            config: format!("{config}, os_cache"),
-            samples_per_sec: os_sps,
-            bytes_per_sec: os_sps * spec.sample_bytes as f64,
-            ..Row::default()
-        };
-        os_row
-            .extra
-            .insert("epoch_seconds".into(), seconds_summary(&os_secs));
-        let advice = match &os {
-            PageCache::Os(c) => format!("{:?}", c.advice_for(&plan.batches(&epochs[1]))),
-            PageCache::Process(_) => String::new(),
-        };
-        os_row.extra.insert("madvise".into(), json!(advice));
-        let mut pc_row = Row {
-            name: format!("page-cache/process/{name}/{}", spec.label),
-            config: format!("{config}, process cache (prefetch 3, 12 readers)"),
-            samples_per_sec: pc_sps,
-            bytes_per_sec: pc_sps * spec.sample_bytes as f64,
-            ratio: Some(pc_sps / os_sps),
-            ratio_to: Some("os-cache".into()),
-            ..Row::default()
-        };
-        let x = &mut pc_row.extra;
-        x.insert("epoch_seconds".into(), seconds_summary(&pc_secs));
-        x.insert(
-            "read_amplification".into(),
-            json!(pc_stats.storage_bytes_read as f64 / used_bytes),
-        );
-        x.insert(
-            "storage_bytes_read".into(),
-            json!(pc_stats.storage_bytes_read),
-        );
-        x.insert("pages_loaded".into(), json!(pc_stats.pages_loaded));
-        x.insert("num_slots".into(), json!(pc_stats.num_slots));
-        x.insert(
-            "slot_memory_bytes".into(),
-            json!(pc_stats.slot_memory_bytes),
-        );
-        x.insert(
-            "page_wait_ms".into(),
-            json!(pc_stats.page_wait.as_secs_f64() * 1e3),
-        );
-        rows.push(os_row);
-        rows.push(pc_row);
+        let sps: Vec<f64> = secs
+            .iter()
+            .map(|s| samples as f64 / median(s.clone()))
+            .collect();
+        for (c, (prefix, what, _)) in variants.iter().enumerate() {
+            let mut row = Row {
+                name: format!("page-cache/{prefix}/{name}/{}", spec.label),
+                config: format!(
+                    "{} samples of {} B, batch {}, {threads} threads, file in the OS page cache, order {name}, {what}",
+                    spec.samples, spec.sample_bytes, spec.batch_size
+                ),
+                samples_per_sec: sps[c],
+                bytes_per_sec: sps[c] * spec.sample_bytes as f64,
+                ..Row::default()
+            };
+            let x = &mut row.extra;
+            x.insert("epoch_seconds".into(), seconds_summary(&secs[c]));
+            if let PageCache::Os(os) = &caches[c] {
+                let advice = os.advice_for(&plan.batches(&epochs[1]));
+                x.insert("madvise".into(), json!(format!("{advice:?}")));
+            } else {
+                row.ratio = Some(sps[c] / sps[0]);
+                row.ratio_to = Some("os-cache".into());
+                let st = &stats[c];
+                x.insert(
+                    "read_amplification".into(),
+                    json!(st.storage_bytes_read as f64 / used_bytes),
+                );
+                x.insert("storage_bytes_read".into(), json!(st.storage_bytes_read));
+                x.insert("pages_loaded".into(), json!(st.pages_loaded));
+                x.insert("num_slots".into(), json!(st.num_slots));
+                x.insert("slot_memory_bytes".into(), json!(st.slot_memory_bytes));
+                x.insert(
+                    "page_wait_ms".into(),
+                    json!(st.page_wait.as_secs_f64() * 1e3),
+                );
+            }
+            rows.push(row);
+        }
     }
     Ok(rows)
 }
@@ -335,8 +344,14 @@ fn cold_os_rows(path: &Path, spec: &Spec, pool: &rayon::ThreadPool) -> Result<Ve
     } else {
         usize::MAX
     };
+    let advices = [
+        ("auto", OsAdvice::Auto),
+        ("none", OsAdvice::Off),
+        ("sequential", OsAdvice::Fixed(Advice::Sequential)),
+        ("random", OsAdvice::Fixed(Advice::Random)),
+    ];
     for (o, name) in ORDERS.iter().enumerate().take(2) {
-        for (label, advice) in [("auto", OsAdvice::Auto), ("off", OsAdvice::Off)] {
+        for (label, advice) in advices {
             page_cache::evict_from_os_cache(path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             // A fresh reader: a live map keeps faulted pages in the OS cache.
@@ -389,13 +404,18 @@ fn cold_process_rows(
     pool: &rayon::ThreadPool,
 ) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
-    for (label, direct_io) in [("buffered", false), ("direct", true)] {
+    for (label, direct_io, map_pages) in [
+        ("buffered", false, false),
+        ("direct", true, false),
+        ("mapped", false, true),
+    ] {
         page_cache::evict_from_os_cache(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let reader = Arc::new(Reader::open(path).map_err(|e| e.to_string())?);
         let plan = Plan::new(&reader, spec)?;
         let config = CacheConfig {
             os_cache: false,
             direct_io,
+            map_pages,
             ..CacheConfig::default()
         };
         let cache = PageCache::new(Arc::clone(&reader), &config).map_err(|e| e.to_string())?;

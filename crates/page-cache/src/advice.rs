@@ -128,3 +128,98 @@ pub fn os_cached_bytes(path: &std::path::Path) -> std::io::Result<u64> {
         ))
     }
 }
+
+/// Faults `map[start..start + len]` in (reading it from storage if the OS does not have
+/// it cached), so later reads of it do not block; an error if part of it cannot be
+/// backed (a file truncated since it was mapped) instead of a SIGBUS on access.
+pub(crate) fn populate(map: &[u8], start: usize, len: usize) -> std::io::Result<()> {
+    let Some(range) = map.get(start..start.saturating_add(len)) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "range outside the map",
+        ));
+    };
+    if range.is_empty() {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let os_page = 4096usize;
+        let addr = range.as_ptr() as usize;
+        let aligned = addr - addr % os_page;
+        let span = range.len() + (addr - aligned);
+        // SAFETY: [aligned, aligned + span) lies inside `map`'s mapping: `range` is inside
+        // `map`, and rounding its start down to the OS page stays in the same mapping
+        // (mappings start on page boundaries). MADV_POPULATE_READ only faults pages in;
+        // it never changes their contents.
+        let rc =
+            unsafe { libc::madvise(aligned as *mut libc::c_void, span, libc::MADV_POPULATE_READ) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                // A kernel before 5.14: touch one byte per OS page instead.
+                let mut sum = 0u8;
+                for b in range.iter().step_by(os_page) {
+                    sum = sum.wrapping_add(*b);
+                }
+                std::hint::black_box(sum);
+                return Ok(());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut sum = 0u8;
+        for b in range.iter().step_by(4096) {
+            sum = sum.wrapping_add(*b);
+        }
+        std::hint::black_box(sum);
+        Ok(())
+    }
+}
+
+/// Starts asynchronous readahead of `len` bytes of `file` at `offset`
+/// (`POSIX_FADV_WILLNEED`), so one large page read is fetched in large requests rather
+/// than in the small readahead windows a cold `pread` would use. Best effort.
+pub(crate) fn will_need(file: &std::fs::File, offset: u64, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return;
+        };
+        // SAFETY: a plain system call on a descriptor borrowed for its duration; the
+        // advice only affects caching, never the file's contents or this process's memory.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, offset, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn populate_checks_its_range_and_accepts_an_empty_one() {
+        let data = vec![7u8; 10_000];
+        assert!(populate(&data, 0, 10_000).is_ok());
+        assert!(populate(&data, 9_000, 0).is_ok());
+        assert!(populate(&data, 9_000, 2_000).is_err());
+        assert!(populate(&data, usize::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn advice_on_an_unaligned_or_empty_slice_is_refused_or_ignored() {
+        assert!(advise(&[], 0, Advice::Random).is_ok());
+        let data = vec![0u8; 3];
+        // A heap slice is rarely page-aligned; either way no panic and no UB.
+        let _ = advise(&data, 0, Advice::Sequential);
+    }
+}

@@ -74,8 +74,9 @@ pub use schedule::{PageSchedule, ScheduledPage};
 /// The `madvise` policy of the OS cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OsAdvice {
-    /// Pick from each epoch's order: sequential readahead for sequential orders, no
-    /// readahead for random orders over small samples, the default otherwise.
+    /// Pick from each epoch's order: sequential readahead for sequential orders; for
+    /// random orders no readahead if the samples are small and the file is larger than
+    /// half the available memory, the default readahead otherwise.
     #[default]
     Auto,
     /// Give no hints.
@@ -99,12 +100,12 @@ pub struct CacheConfig {
     /// Process cache: read pages with `O_DIRECT` (bypassing the OS page cache), falling
     /// back to buffered reads if the filesystem refuses.
     pub direct_io: bool,
-    /// Process cache: map each page read-only over its slot from the OS page cache
-    /// instead of copying it (zero-copy when the file is cached; the page readers still
-    /// fault every page in ahead of need, and the slot count and memory guard are
-    /// unchanged). Like the OS cache, a file truncated while mapped can then raise
-    /// SIGBUS in the consumer. Ignored when `direct_io` is in effect. Linux only;
-    /// elsewhere pages are copied.
+    /// Process cache: serve pages from the reader's read-only map instead of copying
+    /// them into slots. The schedule, the page readers and the memory guard stay the
+    /// same, but a reader thread only makes its page resident (faulting it in ahead of
+    /// need, `MADV_POPULATE_READ`), so no slot memory is allocated and reads of a cached
+    /// file cost what the OS cache's do. A file truncated after a page was loaded can
+    /// then raise SIGBUS, as with the OS cache. Ignored when `direct_io` is in effect.
     pub map_pages: bool,
     /// OS cache: the `madvise` policy.
     pub os_advice: OsAdvice,

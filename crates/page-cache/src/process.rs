@@ -56,11 +56,15 @@ impl ProcessCache {
     /// refused) Allocates no slot memory yet.
     pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<ProcessCache> {
         let path = reader.path().to_owned();
-        let (file, direct_io_fallback) = PageFile::open(&path, config.direct_io, config.map_pages)
-            .map_err(|source| Error::Open {
-                path: path.clone(),
-                source,
-            })?;
+        let (file, direct_io_fallback) = PageFile::open(
+            &path,
+            config.direct_io,
+            config.map_pages.then(|| Arc::clone(&reader)),
+        )
+        .map_err(|source| Error::Open {
+            path: path.clone(),
+            source,
+        })?;
         if let Some(why) = &direct_io_fallback {
             tracing::warn!(path = %path.display(), reason = %why, "O_DIRECT unavailable; using buffered page reads");
         }
@@ -112,7 +116,8 @@ impl ProcessCache {
         self.inner.file.is_direct()
     }
 
-    /// Whether pages are mapped into their slots (zero-copy) rather than copied.
+    /// Whether pages are served from the reader's map (zero-copy, `map_pages`) rather
+    /// than copied into slots.
     pub fn maps_pages(&self) -> bool {
         self.inner.file.maps_pages()
     }
@@ -214,11 +219,16 @@ impl ProcessCache {
             });
         }
 
-        let slot_size = usize::try_from(i.page_size).map_err(|_| Error::Setup {
-            path: path.clone(),
-            what: "page size",
-            source: std::io::Error::other("page size exceeds the address space"),
-        })?;
+        // With map_pages the pages stay in the reader's map: slots only track them.
+        let slot_size = if i.file.maps_pages() {
+            0
+        } else {
+            usize::try_from(i.page_size).map_err(|_| Error::Setup {
+                path: path.clone(),
+                what: "page size",
+                source: std::io::Error::other("page size exceeds the address space"),
+            })?
+        };
         let previous = lock(&i.arena).take();
         let arena = match previous {
             Some(a) if a.num_slots() >= schedule.num_slots && a.slot_size() == slot_size => a,
@@ -509,6 +519,28 @@ impl ProcessEpoch {
             Some(&s) if s != NO_SLOT => s as usize,
             _ => return Err(not_loaded()),
         };
+        if self.cache.inner.file.maps_pages() {
+            if !self.owner.is_ready(slot, page) {
+                return Err(not_loaded());
+            }
+            // Resident in the reader's map (a page reader populated it); the reader
+            // validated every allocation to lie inside the file.
+            let start = ptr as usize;
+            let page_end = ((page + 1) * inner.page_size).min(inner.file_size);
+            if ptr.saturating_add(size) > page_end {
+                return Err(Error::AllocationCrossesPage {
+                    path: inner.reader.path().to_owned(),
+                    ptr,
+                    size,
+                    page,
+                });
+            }
+            return inner
+                .reader
+                .bytes()
+                .get(start..start + size as usize)
+                .ok_or_else(not_loaded);
+        }
         let bytes = self.owner.read(slot, page).ok_or_else(not_loaded)?;
         match bytes.get(offset..offset.saturating_add(size as usize)) {
             Some(b) => Ok(b),

@@ -16,10 +16,8 @@
 //!   `Ready(page)`, a state only the writer itself sets, after its last write
 //!   (release), and that only `assign` (needing `&mut SlotOwner`) leaves.
 //!
-//! A writer either copies the page into the slot ([`SlotWriters::fill`]) or maps the
-//! file's page over the slot read-only ([`SlotWriters::map`], zero-copy when the OS has
-//! the page cached). A mapped slot is turned back into private anonymous memory before
-//! it is ever written again.
+//! With zero-sized slots the same states track pages that live elsewhere (the reader's
+//! map, for `map_pages`): a writer then only makes the page resident.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -74,8 +72,6 @@ pub(crate) struct SlotArena {
     states: Box<[AtomicU64]>,
     /// Bytes of the page held by each slot (the file's last page may be short).
     lens: Box<[AtomicUsize]>,
-    /// Whether a slot's memory is currently a read-only map of the file.
-    mapped: Box<[std::sync::atomic::AtomicBool]>,
     /// Why a slot's last read failed (set before the Failed state is published).
     errors: Box<[Mutex<Option<Arc<io::Error>>>]>,
 }
@@ -113,9 +109,6 @@ impl SlotArena {
             num_slots,
             states: (0..num_slots).map(|_| AtomicU64::new(EMPTY)).collect(),
             lens: (0..num_slots).map(|_| AtomicUsize::new(0)).collect(),
-            mapped: (0..num_slots)
-                .map(|_| std::sync::atomic::AtomicBool::new(false))
-                .collect(),
             errors: (0..num_slots).map(|_| Mutex::new(None)).collect(),
         })
     }
@@ -193,6 +186,12 @@ impl SlotOwner {
         }
     }
 
+    /// Whether `slot` holds `page`, ready (for zero-sized slots, whose bytes live
+    /// elsewhere).
+    pub(crate) fn is_ready(&self, slot: usize, page: u64) -> bool {
+        slot < self.arena.num_slots && self.arena.state(slot) == SlotState::Ready(page)
+    }
+
     /// Why the slot's last read failed, if it did.
     pub(crate) fn error(&self, slot: usize) -> Option<Arc<io::Error>> {
         self.arena
@@ -235,7 +234,6 @@ impl SlotOwner {
             num_slots: 0,
             states: Box::new([]),
             lens: Box::new([]),
-            mapped: Box::new([]),
             errors: Box::new([]),
         });
         Arc::into_inner(std::mem::replace(&mut self.arena, empty))
@@ -276,14 +274,7 @@ impl SlotWriters {
         if !self.claim(slot, page) {
             return Fill::NotQueued;
         }
-        if arena.mapped[slot].load(Ordering::Relaxed) {
-            // The slot still maps a file page read-only: make it writable memory again.
-            if let Err(e) = remap_anonymous(arena, slot) {
-                return finish(arena, slot, page, Err(e), account);
-            }
-        }
-        // SAFETY: the slot lies inside the mapping and is private writable memory (above).
-        // This thread won the Queued -> Writing exchange, so it is the only writer; the
+        // SAFETY: the slot lies inside the mapping. This thread won the Queued -> Writing exchange, so it is the only writer; the
         // owner hands out views only of Ready slots and cannot reassign a Writing one, so
         // nobody else reads or writes these bytes until this thread stores Ready/Failed.
         let buf = unsafe {
@@ -291,80 +282,6 @@ impl SlotWriters {
         };
         let result = read(buf);
         finish(arena, slot, page, result, account)
-    }
-
-    /// Claims `slot` for `page` if the owner queued it, maps `len` bytes of `file` at
-    /// `offset` over the slot read-only and populates the map (reading the page from
-    /// storage now, in this thread, if the OS does not have it cached), then marks the
-    /// slot ready or failed. `offset` must be a multiple of the OS page size.
-    #[cfg(target_os = "linux")]
-    pub(crate) fn map(
-        &self,
-        slot: usize,
-        page: u64,
-        file: &std::fs::File,
-        offset: u64,
-        len: usize,
-        account: &dyn Fn(bool),
-    ) -> Fill {
-        use std::os::fd::AsRawFd;
-        let arena = &*self.arena;
-        if !self.claim(slot, page) {
-            return Fill::NotQueued;
-        }
-        let map_len = len.div_ceil(OS_PAGE) * OS_PAGE;
-        if map_len == 0 {
-            return finish(arena, slot, page, Ok(0), account);
-        }
-        if map_len > arena.slot_size
-            || !arena.slot_size.is_multiple_of(OS_PAGE)
-            || !offset.is_multiple_of(OS_PAGE as u64)
-        {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "page does not fit its slot");
-            return finish(arena, slot, page, Err(e), account);
-        }
-        let Ok(file_offset) = libc::off_t::try_from(offset) else {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "offset exceeds off_t");
-            return finish(arena, slot, page, Err(e), account);
-        };
-        let addr = arena.base.wrapping_add(slot * arena.slot_size);
-        // SAFETY: [addr, addr + map_len) lies inside the arena's mapping (slot < num_slots,
-        // map_len <= slot_size) and is page-aligned (the arena is, and slot_size is a
-        // multiple of the OS page). This thread holds the slot in the Writing state, so no
-        // view of these bytes exists (views exist only for Ready slots, and a Ready slot is
-        // reassigned only through `&mut SlotOwner`, after every view has ended); replacing
-        // the memory with MAP_FIXED therefore invalidates nothing anyone holds.
-        let rc = unsafe {
-            libc::mmap(
-                addr.cast(),
-                map_len,
-                libc::PROT_READ,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                file.as_raw_fd(),
-                file_offset,
-            )
-        };
-        if rc == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            // The old memory may be gone; make the slot plain memory again.
-            let _ = remap_anonymous(arena, slot);
-            return finish(arena, slot, page, Err(e), account);
-        }
-        arena.mapped[slot].store(true, Ordering::Relaxed);
-        // Fault the page in now, in this reader thread, and learn about a file that ends
-        // early (EFAULT) here rather than by a SIGBUS in the consumer.
-        // SAFETY: advising the range just mapped above; MADV_POPULATE_READ only faults
-        // pages in, it never changes their contents.
-        let rc = unsafe { libc::madvise(addr.cast(), map_len, libc::MADV_POPULATE_READ) };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINVAL) {
-                let _ = remap_anonymous(arena, slot);
-                return finish(arena, slot, page, Err(e), account);
-            }
-            // EINVAL: a kernel before 5.14; the consumer's first touch faults it in.
-        }
-        finish(arena, slot, page, Ok(len), account)
     }
 
     /// Moves `slot` from Queued(page) to Writing(page); false if it was not queued so.
@@ -380,9 +297,6 @@ impl SlotWriters {
                 .is_ok()
     }
 }
-
-/// The OS page size the arena and maps are aligned to.
-const OS_PAGE: usize = 4096;
 
 /// Publishes the outcome of a write: accounts for it, stores the valid length or the
 /// error, then the Ready or Failed state (release).
@@ -412,40 +326,6 @@ fn finish(
         }
     }
 }
-
-/// Replaces a slot's memory by fresh private anonymous memory (after it mapped a file).
-/// The caller holds the slot in the Writing state.
-fn remap_anonymous(arena: &SlotArena, slot: usize) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        let addr = arena.base.wrapping_add(slot * arena.slot_size);
-        // SAFETY: the range is exactly this slot inside the arena's mapping, page-aligned;
-        // the caller holds the slot in the Writing state, so no view of it exists (see
-        // `map`). MAP_FIXED replaces the file map with zeroed private memory.
-        let rc = unsafe {
-            libc::mmap(
-                addr.cast(),
-                arena.slot_size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
-        if rc == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        arena.mapped[slot].store(false, Ordering::Relaxed);
-        Ok(())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (arena, slot);
-        Ok(())
-    }
-}
-
-impl SlotWriters {}
 
 #[cfg(test)]
 mod tests {
@@ -509,53 +389,6 @@ mod tests {
         let mut owner = SlotOwner::new(SlotArena::new(1, 4).unwrap());
         let _w = owner.writers();
         assert!(owner.release().is_none());
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_slot_alternates_between_a_mapped_file_page_and_copied_bytes() {
-        use std::io::Write;
-        let mut file = tempfile::tempfile().unwrap();
-        let content: Vec<u8> = (0..3 * OS_PAGE).map(|i| (i % 251) as u8).collect();
-        file.write_all(&content).unwrap();
-        let mut owner = SlotOwner::new(SlotArena::new(2, 2 * OS_PAGE).unwrap());
-        let w = owner.writers();
-        // Page 1 of the file (with 4 KiB "pages" here), mapped: 5000 bytes valid.
-        owner.assign(1, 1).unwrap();
-        assert!(matches!(
-            w.map(1, 1, &file, OS_PAGE as u64, 5000, &|_| {}),
-            Fill::Done
-        ));
-        assert_eq!(owner.read(1, 1).unwrap(), &content[OS_PAGE..OS_PAGE + 5000]);
-        // Reused for a copied page: the slot is writable memory again.
-        owner.assign(1, 7).unwrap();
-        let f = w.fill(
-            1,
-            7,
-            |buf| {
-                buf[..4].copy_from_slice(b"copy");
-                Ok(4)
-            },
-            &|_| {},
-        );
-        assert!(matches!(f, Fill::Done));
-        assert_eq!(owner.read(1, 7).unwrap(), b"copy");
-        // And mapped again.
-        owner.assign(1, 0).unwrap();
-        assert!(matches!(w.map(1, 0, &file, 0, 100, &|_| {}), Fill::Done));
-        assert_eq!(owner.read(1, 0).unwrap(), &content[..100]);
-        // Mapping past the end of the file fails cleanly instead of faulting later.
-        owner.assign(0, 9).unwrap();
-        let f = w.map(0, 9, &file, 4 * OS_PAGE as u64, 100, &|_| {});
-        assert!(matches!(f, Fill::Failed(_)), "{f:?}");
-        assert_eq!(owner.state(0), SlotState::Failed(9));
-        assert!(owner.read(0, 9).is_none());
-        // An unaligned file offset is refused.
-        owner.assign(0, 3).unwrap();
-        assert!(matches!(
-            w.map(0, 3, &file, 100, 10, &|_| {}),
-            Fill::Failed(_)
-        ));
     }
 
     #[test]

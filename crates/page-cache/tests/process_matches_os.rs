@@ -51,10 +51,13 @@ fn check(
     let schedule = pe.schedule();
     assert!(stats.peak_slots_in_use <= schedule.num_slots, "{stats:?}");
     assert_eq!(stats.num_slots, schedule.num_slots);
-    assert_eq!(
-        stats.slot_memory_bytes,
+    // Mapped pages stay in the reader's map: no slot memory.
+    let slot_bytes = if map_pages {
+        0
+    } else {
         schedule.num_slots as u64 * reader.page_size()
-    );
+    };
+    assert_eq!(stats.slot_memory_bytes, slot_bytes);
     assert_eq!(stats.page_read_errors, 0);
     // Each scheduled page is read exactly once per epoch, up to the end of its last
     // allocation.
@@ -200,4 +203,38 @@ fn contexts_are_shared_across_threads_while_pages_are_prefetched() {
         }
     }
     assert_eq!(cache.stats().page_read_errors, 0);
+}
+
+#[test]
+fn os_cache_auto_advice_follows_the_order() {
+    let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
+    let cache = page_cache::OsCache::new(Arc::clone(&reader), &CacheConfig::default());
+    let sequential = batches_of(&(0..40).collect::<Vec<_>>(), 7);
+    assert_eq!(
+        cache.advice_for(&sequential),
+        Some(page_cache::Advice::Sequential)
+    );
+    // Jumping between far pages: random; the file fits in memory, so default readahead.
+    let jumping: Vec<u64> = (0..20).flat_map(|i| [i, 39 - i]).collect();
+    assert_eq!(
+        cache.advice_for(&batches_of(&jumping, 7)),
+        Some(page_cache::Advice::Normal)
+    );
+    let off = page_cache::OsCache::new(
+        Arc::clone(&reader),
+        &CacheConfig {
+            os_advice: page_cache::OsAdvice::Off,
+            ..CacheConfig::default()
+        },
+    );
+    assert_eq!(off.advice_for(&sequential), None);
+    // Whatever the hint, reads are the map's bytes.
+    let mut epoch = cache.schedule_epoch(&batches_of(&jumping, 7)).unwrap();
+    assert_eq!(epoch.num_batches(), 6);
+    epoch.start_batch(0).unwrap();
+    let row = reader.alloc_rows().find(|r| r.sample_id == 39).unwrap();
+    assert_eq!(
+        epoch.read(row.ptr).unwrap(),
+        reader.data_at(row.ptr).unwrap()
+    );
 }
