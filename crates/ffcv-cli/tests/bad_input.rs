@@ -99,3 +99,38 @@ fn every_file_of_beton_ios_corrupt_corpus_exits_1_without_panic() {
     }
     assert!(checked > 100, "only {checked} corrupt files");
 }
+
+#[test]
+fn a_damaged_jpeg_fails_dump_with_the_sample_and_field_named() {
+    // The file structure stays valid (inspect works); only the image data is wrong.
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read(fixture("images_jpg")).unwrap();
+    // Sample 0's JPEG starts the first data page; its metadata row starts at byte 3147
+    // (mode u8, width u16, height u16, data_ptr u64).
+    let cases: [(&str, fn(&mut Vec<u8>), &str); 2] = [
+        (
+            "garbled",
+            |b| b[2_097_152 + 2..2_097_152 + 400].fill(0xAB),
+            "sample 0, field `image`: cannot decode the JPEG",
+        ),
+        (
+            "wrong_width",
+            |b| b[3148..3150].copy_from_slice(&90u16.to_le_bytes()),
+            "the JPEG is 61x89 but the metadata says 61x90",
+        ),
+    ];
+    for (label, edit, message) in cases {
+        let mut bytes = original.clone();
+        edit(&mut bytes);
+        let path = dir.path().join(format!("{label}.beton"));
+        std::fs::write(&path, bytes).unwrap();
+        let file = path.to_str().unwrap();
+        assert_eq!(ffcv(["inspect", file]).code, Some(0), "{label}");
+        ffcv(["dump", file]).assert_runtime_error(message);
+        // The other fields of the same sample still dump.
+        assert_eq!(
+            ffcv(["dump", file, "--fields", "label,index"]).code,
+            Some(0)
+        );
+    }
+}

@@ -89,7 +89,8 @@ fn dump_raw_reproduces_every_recorded_value() {
                         assert_eq!(got["b64"], sample["b64"], "{at}");
                     }
                     ("array", "RGBImageField") => {
-                        // JPEG: until the image decoder lands, dump reports the stored stream.
+                        // JPEG: the full-resolution decode FFCV's libjpeg-turbo produced
+                        // (before its center crop), and the stored stream.
                         let jpeg = &want["jpeg"]["samples"][i];
                         assert_eq!(got["mode"], "jpg", "{at}");
                         assert_eq!(got["width"], jpeg["width"], "{at}");
@@ -101,6 +102,8 @@ fn dump_raw_reproduces_every_recorded_value() {
                         );
                         assert_eq!(got["jpeg_len"], jpeg["jpeg_size"], "{at}");
                         assert_eq!(got["jpeg_sha256"], jpeg["jpeg_sha256"], "{at}");
+                        assert_eq!(got["sha256"], jpeg["full_decode_sha256"], "{at}");
+                        assert_eq!(got["b64"], jpeg["full_decode_b64"], "{at}");
                     }
                     other => panic!("{at}: unexpected output kind {other:?}"),
                 }

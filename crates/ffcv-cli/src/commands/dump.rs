@@ -192,11 +192,12 @@ impl FieldValue<'_> {
                     // Raw images are stored as the decoded HxWx3 u8 pixels already.
                     self.digest_into(&mut object, "", stored);
                 } else {
-                    // Seam for the JPEG decoder (the facade's image decoding): until it lands,
-                    // the stored JPEG stream is reported (`jpeg_len`, `jpeg_sha256`, and
-                    // `jpeg_b64` with --raw) instead of the decoded pixels' `sha256`.
+                    // The stored stream (`jpeg_len`, `jpeg_sha256`) identifies the file's
+                    // bytes; `sha256` is of the full-resolution RGB decode.
                     object.push(("jpeg_len".into(), int(stored.len() as u64)));
-                    self.digest_into(&mut object, "jpeg_", stored);
+                    object.push(("jpeg_sha256".into(), string(sha256_hex(stored))));
+                    let pixels = self.decode_jpeg(stored, height, width)?;
+                    self.digest_into(&mut object, "", &pixels);
                 }
             }
             FieldMetadata::Custom => {
@@ -207,6 +208,22 @@ impl FieldValue<'_> {
             }
         }
         Ok(JsonValue::Object(object))
+    }
+
+    /// The full-resolution RGB pixels of a stored JPEG, which must have the size its
+    /// metadata records.
+    fn decode_jpeg(&self, jpeg: &[u8], height: u16, width: u16) -> Result<Vec<u8>> {
+        let expected = usize::from(height) * usize::from(width) * 3;
+        let image = ffcv::image::decode_jpeg(jpeg, expected)
+            .map_err(|err| self.bad(format!("cannot decode the JPEG: {err}")))?;
+        if (image.height(), image.width()) != (u32::from(height), u32::from(width)) {
+            return Err(self.bad(format!(
+                "the JPEG is {}x{} but the metadata says {height}x{width}",
+                image.height(),
+                image.width()
+            )));
+        }
+        Ok(image.into_pixels())
     }
 
     /// The field's stored bytes for this sample (validated against the allocation table).
