@@ -1,12 +1,16 @@
 //! The benchmark runner behind `cargo xtask bench --small`: a bounded matrix of measurements,
 //! printed as a table and written to `target/bench/small.json` and `small.md`.
 //!
-//! Each suite module returns [`report::Row`]s: `reader` (the Reader beside memcpy). Data sets
-//! are written once under the output folder and reused. Progress goes to stderr, results to
-//! stdout (the table, or the JSON document with `--json`).
+//! Each suite module returns [`report::Row`]s: `reader` (the Reader beside memcpy),
+//! `loader_matrix` (the ffcv Loader end to end), `page_cache` (process vs OS cache, cold
+//! reads) and `jit` (compiled vs interpreted pipelines). Data sets are written once under the
+//! output folder and reused. Progress goes to stderr, results to stdout (the table, or the
+//! JSON document with `--json`); `plot` draws `small.svg`.
 
 mod datasets;
+mod jit;
 mod loader_matrix;
+mod page_cache;
 mod plot;
 mod reader;
 mod report;
@@ -59,7 +63,23 @@ impl Filter {
     fn keeps(&self, name: &str) -> bool {
         self.patterns.is_empty() || self.patterns.iter().any(|p| name.contains(p.as_str()))
     }
+
+    /// Whether the suite whose rows are named `SUITE/...` should run: yes unless every
+    /// pattern names another suite (`--only reader/random` skips `jit`; `--only 128k`
+    /// runs every suite and keeps the matching rows).
+    fn runs_suite(&self, suite: &str) -> bool {
+        self.patterns.is_empty()
+            || self.patterns.iter().any(|pattern| {
+                SUITES
+                    .iter()
+                    .find(|name| pattern.starts_with(*name))
+                    .is_none_or(|name| *name == suite)
+            })
+    }
 }
+
+/// The suites, by the first segment of their row names.
+const SUITES: [&str; 4] = ["reader", "loader", "page-cache", "jit"];
 
 fn progress(message: &str) {
     eprintln!("bench: {message}");
@@ -119,6 +139,18 @@ fn run(args: &Args) -> Result<(), String> {
             &progress,
         )?);
     }
+    // page-cache/* and jit/*: suites that bring their own data.
+    if filter.runs_suite("page-cache") {
+        progress("measuring page-cache/*");
+        let suite_rows = page_cache::rows(&out_dir)?;
+        rows.extend(suite_rows.into_iter().filter(|row| filter.keeps(&row.name)));
+    }
+    if filter.runs_suite("jit") {
+        progress("measuring jit/*");
+        let suite_rows = jit::rows()?;
+        rows.extend(suite_rows.into_iter().filter(|row| filter.keeps(&row.name)));
+    }
+
     let labels: Vec<&str> = datasets::small().iter().map(|r| r.label).collect();
     plot::write_svg(&out_dir.join("small.svg"), &rows, &labels)?;
 
@@ -178,5 +210,34 @@ fn main() -> ExitCode {
             eprintln!("bench: error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Filter;
+
+    fn filter(patterns: &[&str]) -> Filter {
+        Filter {
+            patterns: patterns.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_selects_rows_by_substring_and_suites_by_their_name() {
+        let all = filter(&[]);
+        assert!(all.keeps("jit/fused") && all.runs_suite("jit"));
+
+        let reader = filter(&["reader/random"]);
+        assert!(reader.keeps("reader/random/3k/1t"));
+        assert!(!reader.keeps("reader/sequential/3k/1t"));
+        assert!(reader.runs_suite("reader") && !reader.runs_suite("jit"));
+
+        let size = filter(&["128k"]);
+        assert!(size.runs_suite("page-cache") && size.runs_suite("jit"));
+        assert!(size.keeps("page-cache/os/random/128k") && !size.keeps("jit/fused"));
+
+        let two = filter(&["jit", "page-cache/os"]);
+        assert!(two.runs_suite("jit") && two.runs_suite("page-cache") && !two.runs_suite("loader"));
     }
 }
