@@ -11,7 +11,10 @@
 //! - [`center_crop_box`] and [`random_resized_crop_box`]: FFCV's
 //!   `get_center_crop` and `get_random_crop` rules;
 //! - [`AreaResizer`]: `cv::resize(..., INTER_AREA)` reproduced bit for bit,
-//!   with its coefficient tables kept between calls of the same size.
+//!   with its coefficient tables kept between calls of the same size;
+//! - [`RgbDecoderKernel::decode_sample`]: the three together as FFCV's
+//!   `SimpleRGBImageDecoder`, `CenterCropRGBImageDecoder` and
+//!   `RandomResizedCropRGBImageDecoder` do per sample ([`RgbDecoderKind`]).
 //!
 //! The writer side is [`RgbImageEncoder`] (FFCV's `RGBImageField.encode`:
 //! raw / jpg / smart / proportion, `max_resolution`, `jpeg_quality`), plus
@@ -22,6 +25,7 @@ mod crop;
 mod encode;
 mod file;
 mod jpeg;
+mod kernel;
 mod resize;
 mod synthetic;
 mod turbo;
@@ -32,6 +36,7 @@ pub use encode::{
 };
 pub use file::{read_image_bytes, read_image_file};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
+pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use resize::{AreaResizer, resize_area_into};
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
 

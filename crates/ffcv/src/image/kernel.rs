@@ -1,0 +1,130 @@
+//! FFCV's three RGB image decoders as one per-sample kernel: what the
+//! loader calls for every sample of an `RGBImageField`.
+
+use super::{
+    AreaResizer, ImageError, ImageMode, JpegDecoder, RandomResizedCrop, Result, center_crop_box,
+    random_resized_crop_box, rgb_len,
+};
+use rand_core::RngCore;
+
+/// Which FFCV decoder an image field uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RgbDecoderKind {
+    /// `SimpleRGBImageDecoder`: the stored image as is (raw copy or full
+    /// JPEG decode); every image must have the output size.
+    Simple,
+    /// `CenterCropRGBImageDecoder(output_size, ratio)`: the centred square of
+    /// side `int(ratio * min(h, w))`, resized with `INTER_AREA`.
+    CenterCrop {
+        /// Crop side over the short side (FFCV's example value 224/256).
+        ratio: f64,
+    },
+    /// `RandomResizedCropRGBImageDecoder(output_size, scale, ratio)`.
+    RandomResizedCrop(RandomResizedCrop),
+}
+
+/// Per-thread state of the image decoders: the JPEG decoder, the resizer
+/// and the full-resolution scratch image, all reused between samples.
+#[derive(Debug, Default)]
+pub struct RgbDecoderKernel {
+    jpeg: JpegDecoder,
+    resizer: AreaResizer,
+    full: Vec<u8>,
+}
+
+impl RgbDecoderKernel {
+    /// Empty buffers; they grow to the largest image seen.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes one sample: `mode`, `width`, `height` from its metadata row,
+    /// `data` its stored bytes, into `out` (`out_h x out_w x 3`). `rng` is
+    /// drawn from only by [`RgbDecoderKind::RandomResizedCrop`].
+    ///
+    /// As FFCV: a JPEG is decoded at full size, a raw image is used in
+    /// place; then the crop box is taken and resized. Unlike FFCV, a JPEG
+    /// whose header disagrees with the metadata size, a raw payload of the
+    /// wrong length, an unknown mode, or a `Simple` image of the wrong size
+    /// is an error instead of undefined output.
+    #[allow(clippy::too_many_arguments)] // one sample's metadata + output shape
+    pub fn decode_sample(
+        &mut self,
+        kind: &RgbDecoderKind,
+        mode: u8,
+        width: u16,
+        height: u16,
+        data: &[u8],
+        rng: &mut impl RngCore,
+        out: &mut [u8],
+        out_h: u32,
+        out_w: u32,
+    ) -> Result<()> {
+        let (h, w) = (u32::from(height), u32::from(width));
+        let needed = rgb_len(h, w);
+        if h == 0 || w == 0 {
+            return Err(ImageError::BadSize {
+                height: h.into(),
+                width: w.into(),
+                reason: "the metadata gives an empty image",
+            });
+        }
+        let Some(mode) = ImageMode::from_byte(mode) else {
+            return Err(ImageError::BadSetting(format!(
+                "unknown RGBImageField mode byte {mode}"
+            )));
+        };
+        let out_needed = rgb_len(out_h, out_w);
+        if out.len() < out_needed {
+            return Err(ImageError::BufferTooSmall {
+                height: out_h,
+                width: out_w,
+                needed: out_needed,
+                got: out.len(),
+            });
+        }
+        if matches!(kind, RgbDecoderKind::Simple) && (h, w) != (out_h, out_w) {
+            return Err(ImageError::BadSize {
+                height: h.into(),
+                width: w.into(),
+                reason: "SimpleRGBImageDecoder needs every image at the output size",
+            });
+        }
+        let pixels: &[u8] = match mode {
+            ImageMode::Raw => {
+                if data.len() != needed {
+                    return Err(ImageError::PixelCount {
+                        height: h,
+                        width: w,
+                        needed,
+                        got: data.len(),
+                    });
+                }
+                data
+            }
+            ImageMode::Jpeg => {
+                if self.full.len() < needed {
+                    self.full.resize(needed, 0);
+                }
+                let (dh, dw) = self.jpeg.decode_into(data, &mut self.full[..needed])?;
+                if (dh, dw) != (h, w) {
+                    return Err(ImageError::JpegDecode {
+                        len: data.len(),
+                        message: format!("JPEG is {dh}x{dw} but the metadata says {h}x{w}"),
+                    });
+                }
+                &self.full[..needed]
+            }
+        };
+        let crop = match kind {
+            RgbDecoderKind::Simple => {
+                out[..needed].copy_from_slice(pixels);
+                return Ok(());
+            }
+            RgbDecoderKind::CenterCrop { ratio } => center_crop_box(h, w, *ratio),
+            RgbDecoderKind::RandomResizedCrop(params) => random_resized_crop_box(h, w, params, rng),
+        };
+        self.resizer
+            .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)
+    }
+}
