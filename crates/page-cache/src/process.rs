@@ -11,7 +11,7 @@ use beton_io::Reader;
 use crate::error::{Error, Result};
 use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
 use crate::schedule::PageSchedule;
-use crate::slots::{SlotArena, SlotOwner};
+use crate::slots::{SlotArena, SlotOwner, SlotState};
 use crate::{CacheConfig, CacheStats};
 
 const NO_SLOT: u32 = u32::MAX;
@@ -330,6 +330,17 @@ impl ProcessCache {
     }
 }
 
+/// The read of `page` into `slot`: only up to the end of the page's last allocation; the
+/// rest of a page is padding (or an abandoned copy) no read can ask for.
+fn job_for(inner: &Inner, page: u64, slot: usize) -> Job {
+    Job {
+        page,
+        slot,
+        offset: page * inner.page_size,
+        len: page_len(inner, page) as usize,
+    }
+}
+
 /// Bytes a read of `page` fetches: up to the end of its last allocation, inside the file.
 fn page_len(inner: &Inner, page: u64) -> u64 {
     let offset = page * inner.page_size;
@@ -434,16 +445,7 @@ impl ProcessEpoch {
                 *s = sp.slot;
             }
             self.in_use += 1;
-            let offset = sp.page * inner.page_size;
-            // Only up to the end of the page's last allocation: the rest of a page is
-            // padding (or an abandoned copy) no read can ask for.
-            let len = page_len(inner, sp.page);
-            jobs.push(Job {
-                page: sp.page,
-                slot,
-                offset,
-                len: len as usize,
-            });
+            jobs.push(job_for(inner, sp.page, slot));
         }
         self.peak = self.peak.max(self.in_use);
         inner.slots_in_use.store(self.in_use, Ordering::Relaxed);
@@ -472,6 +474,10 @@ impl ProcessEpoch {
         for &i in &self.schedule.entering[b] {
             let sp = self.schedule.pages[i];
             let slot = sp.slot as usize;
+            if owner.state(slot) == SlotState::Queued(sp.page) {
+                // No reader has started this page yet: read it here rather than idle.
+                pool.load_now(job_for(inner, sp.page, slot));
+            }
             match pool.wait(sp.page, owner, slot) {
                 Wait::Ready => {}
                 Wait::Failed(source) => {

@@ -190,6 +190,8 @@ pub(crate) enum Wait {
 pub(crate) struct ReaderPool {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// What the consumer uses to load a page itself (see [`ReaderPool::load_now`]).
+    inline: ThreadCtx,
 }
 
 impl ReaderPool {
@@ -211,9 +213,17 @@ impl ReaderPool {
             done_cv: Condvar::new(),
             dead: AtomicBool::new(false),
         });
+        let inline = ThreadCtx {
+            shared: Arc::clone(&shared),
+            file: Arc::clone(&file),
+            writers: writers.clone(),
+            counters: counters.clone(),
+            live: Arc::clone(&live),
+        };
         let mut pool = ReaderPool {
             shared,
             threads: Vec::with_capacity(n),
+            inline,
         };
         for i in 0..n {
             let ctx = ThreadCtx {
@@ -251,6 +261,13 @@ impl ReaderPool {
             1 => self.shared.work.notify_one(),
             _ => self.shared.work.notify_all(),
         }
+    }
+
+    /// Loads a queued page on the calling thread, if no reader has claimed it yet: a
+    /// consumer about to wait for a page does the read itself instead of sleeping until
+    /// a reader thread gets to it (the reader that pops the job later finds it done).
+    pub(crate) fn load_now(&self, job: Job) {
+        self.inline.load(job);
     }
 
     /// Blocks until `page` is ready or failed in `slot` of `owner`.
