@@ -155,6 +155,9 @@ fn target_ratio(order: Order, dataset: &Dataset) -> Option<f64> {
     }
 }
 
+/// Work on one chunk of items with a worker's destination buffer.
+type ChunkWork<'a, T> = dyn Fn(&[T], &mut Vec<u8>) -> Result<(), String> + Sync + 'a;
+
 /// Runs `work` over `items` in chunks: on this thread when `threads == 1`, else on the pool;
 /// each worker owns one destination buffer of `buffer_len` bytes.
 fn run_chunks<T: Sync>(
@@ -162,7 +165,7 @@ fn run_chunks<T: Sync>(
     threads: usize,
     items: &[T],
     buffer_len: usize,
-    work: &(dyn Fn(&[T], &mut Vec<u8>) -> Result<(), String> + Sync),
+    work: &ChunkWork<'_, T>,
 ) -> Result<(), String> {
     if threads <= 1 {
         let mut dest = vec![0u8; buffer_len];

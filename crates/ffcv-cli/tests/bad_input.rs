@@ -107,7 +107,8 @@ fn a_damaged_jpeg_fails_dump_with_the_sample_and_field_named() {
     let original = std::fs::read(fixture("images_jpg")).unwrap();
     // Sample 0's JPEG starts the first data page; its metadata row starts at byte 3147
     // (mode u8, width u16, height u16, data_ptr u64).
-    let cases: [(&str, fn(&mut Vec<u8>), &str); 2] = [
+    type Edit = fn(&mut Vec<u8>);
+    let cases: [(&str, Edit, &str); 2] = [
         (
             "garbled",
             |b| b[2_097_152 + 2..2_097_152 + 400].fill(0xAB),
