@@ -304,7 +304,6 @@ fn fill(
 
     let mut payload = 0u64;
     for (i, f) in fields.iter().enumerate() {
-        let rec = &records[i][..n * RECORD_BYTES];
         if matches!(
             f.field_type,
             beton_io::FieldType::Int | beton_io::FieldType::Float
@@ -314,44 +313,36 @@ fn fill(
         let lengths = &mut slot.lengths[i];
         lengths.clear();
         let want = f.output.kind.has_lengths();
-        for r in rec.chunks_exact(RECORD_BYTES) {
+        for r in records[i][..n * RECORD_BYTES].chunks_exact(RECORD_BYTES) {
             let len = record_len(r);
             payload += len;
             if want {
                 lengths.push(len);
             }
         }
-        let out = &mut slot.buffers[i].as_bytes_mut()[..n * f.output.row_bytes];
-        let run = f.executor.run(pipeline_jit::Batch {
-            sample_ids: ids,
-            input: rec,
-            output: out,
-            seed: shared.seed,
-            epoch,
-        });
-        if let Err(e) = run {
-            let failure = f.context.take_failure();
-            return Err(match (e, failure) {
-                (
-                    pipeline_jit::Error::Kernel {
-                        index: 0, sample, ..
-                    },
-                    Some((_, message)),
-                ) => Error::Decode {
-                    path: shared.path.clone(),
-                    field: f.output.name.clone(),
-                    sample,
-                    decoder: f.spec.decoder.name(),
-                    message,
-                },
-                (source, _) => Error::Pipeline {
-                    path: shared.path.clone(),
-                    field: f.output.name.clone(),
-                    source,
-                },
-            });
-        }
     }
+    // The fields' pipelines run side by side in one parallel region (each splits its
+    // batch into chunks too), so a batch costs two fork-joins however many fields it has.
+    let runs: Vec<Result<()>> = shared.pool.install(|| {
+        fields
+            .par_iter()
+            .zip(slot.buffers.par_iter_mut())
+            .zip(records.par_iter())
+            .map(|((f, buf), rec)| {
+                let out = &mut buf.as_bytes_mut()[..n * f.output.row_bytes];
+                f.executor
+                    .run(pipeline_jit::Batch {
+                        sample_ids: ids,
+                        input: &rec[..n * RECORD_BYTES],
+                        output: out,
+                        seed: shared.seed,
+                        epoch,
+                    })
+                    .map_err(|e| field_error(shared, f, e))
+            })
+            .collect()
+    });
+    runs.into_iter().collect::<Result<()>>()?;
     shared
         .counters
         .payload_bytes
@@ -359,6 +350,31 @@ fn fill(
     slot.sample_ids.clear();
     slot.sample_ids.extend_from_slice(ids);
     Ok(())
+}
+
+/// The loader's error for a pipeline failure of field `f`: a decode error naming the
+/// sample (with the decoder's message) when the decoder failed, a pipeline error otherwise.
+fn field_error(shared: &Shared, f: &FieldRunner, e: pipeline_jit::Error) -> Error {
+    let failure = f.context.take_failure();
+    match (e, failure) {
+        (
+            pipeline_jit::Error::Kernel {
+                index: 0, sample, ..
+            },
+            Some((_, message)),
+        ) => Error::Decode {
+            path: shared.path.clone(),
+            field: f.output.name.clone(),
+            sample,
+            decoder: f.spec.decoder.name(),
+            message,
+        },
+        (source, _) => Error::Pipeline {
+            path: shared.path.clone(),
+            field: f.output.name.clone(),
+            source,
+        },
+    }
 }
 
 /// Writes the record of one sample of one field.
