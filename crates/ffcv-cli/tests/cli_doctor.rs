@@ -204,6 +204,7 @@ fn bad_arguments_are_usage_errors_and_a_missing_file_a_runtime_error() {
         vec!["doctor", file, "--world-size", "2", "--rank", "2"],
         vec!["doctor", file, "--batch-size", "0"],
         vec!["doctor", file, "--decoder", "nosuchfield=simple"],
+        vec!["doctor", file, "--decoder", "label=no-such-decoder"],
         vec!["doctor", file, "--max-memory", "lots"],
     ] {
         let run = ffcv(&args);
@@ -372,5 +373,12 @@ fn a_budget_too_small_for_any_schedule_reports_the_memory_guard() {
         report["diagnosis"]["evidence"]
             .to_string()
             .contains("the memory guard refused a configuration")
+    );
+    assert!(
+        report["diagnosis"]["evidence"]
+            .to_string()
+            .contains("the smallest page schedule tried needs"),
+        "{}",
+        report["diagnosis"]
     );
 }

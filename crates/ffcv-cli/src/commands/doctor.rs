@@ -46,7 +46,7 @@ pub struct DoctorArgs {
     pub file: PathBuf,
 
     /// Samples per batch (kept fixed while measuring).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 512)]
     pub batch_size: usize,
 
     /// Pipeline threads to start from (-1 = CPUs in the affinity mask); default: one per
@@ -86,6 +86,18 @@ pub struct DoctorArgs {
     /// it were the machine's memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
     pub max_memory: Option<u64>,
+
+    /// Process cache: page-reader threads (default 12).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reader_threads: Option<u64>,
+
+    /// Process cache: batches ahead at which a page may be fetched (default 3).
+    #[arg(long)]
+    pub prefetch_ahead: Option<u64>,
+
+    /// Process cache: read pages with O_DIRECT.
+    #[arg(long)]
+    pub direct_io: bool,
 
     /// Processes in the distributed job (1 = not distributed).
     #[arg(long, default_value_t = 1)]
@@ -167,12 +179,12 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
         }
     }
     for spec in decoders {
-        let known = spec
-            .split_once('=')
-            .is_some_and(|(name, _)| reader.field_index(name).is_some());
+        let known = spec.split_once('=').is_some_and(|(name, decoder)| {
+            reader.field_index(name).is_some() && decoder.parse::<ffcv::DecoderChoice>().is_ok()
+        });
         if !known {
             return Err(CliError::Usage(format!(
-                "--decoder `{spec}`: expected FIELD=SPEC with a field of {}",
+                "--decoder `{spec}`: expected FIELD=SPEC with a field of {} and a known decoder",
                 reader.path().display()
             )));
         }
@@ -325,7 +337,13 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             Some(best) => Some(diagnose::diagnose(best, &memory)),
             None => {
                 let guard = tuning.trials.iter().any(|t| t.memory_guard_fired());
-                diagnose::diagnose_unmeasured(guard, &memory)
+                let needed = tuning
+                    .trials
+                    .iter()
+                    .filter_map(|t| t.outcome.as_ref().err())
+                    .filter_map(|e| diagnose::needed_bytes(e))
+                    .min();
+                diagnose::diagnose_unmeasured(guard, needed, &memory)
             }
         });
 
@@ -380,6 +398,24 @@ impl Report<'_> {
         }
         if let Some(budget) = self.args.max_memory {
             let _ = write!(command, " --max-memory {budget}");
+        }
+        if let Some(threads) = self.args.reader_threads {
+            let _ = write!(command, " --reader-threads {threads}");
+        }
+        if let Some(batches) = self.args.prefetch_ahead {
+            let _ = write!(command, " --prefetch-ahead {batches}");
+        }
+        if self.args.direct_io {
+            command.push_str(" --direct-io");
+        }
+        for (flag, on) in [
+            (" --no-drop-last", self.args.no_drop_last),
+            (" --recompile", self.args.recompile),
+            (" --no-compile", self.args.no_compile),
+        ] {
+            if on {
+                command.push_str(flag);
+            }
         }
         if self.args.world_size > 1 {
             let _ = write!(

@@ -223,12 +223,35 @@ pub struct MemoryContext {
 /// Names memory as the scarce resource when no run succeeded: the guard refused every
 /// configuration, or the file is larger than the memory allowed. `None` otherwise (nothing
 /// was measured, so anything else would be a guess).
-pub fn diagnose_unmeasured(guard_fired: bool, memory: &MemoryContext) -> Option<Diagnosis> {
-    let evidence = memory_reasons(guard_fired, None, memory);
-    (!evidence.is_empty()).then(|| Diagnosis {
+pub fn diagnose_unmeasured(
+    guard_fired: bool,
+    needed_bytes: Option<u64>,
+    memory: &MemoryContext,
+) -> Option<Diagnosis> {
+    let mut evidence = memory_reasons(guard_fired, None, memory);
+    if let Some(needed) = needed_bytes {
+        evidence.push(format!(
+            "the smallest page schedule tried needs {}: raise --max-memory to at least that, or lower --batch-size (QuasiRandom keeps a window of 2 x batch-size pages open)",
+            super::rules::human_bytes(needed)
+        ));
+    }
+    if evidence.is_empty() {
+        return None;
+    }
+    Some(Diagnosis {
         resource: Resource::Memory,
         evidence,
     })
+}
+
+/// The bytes of page slots a memory-guard error says the schedule needs
+/// (`... needs N bytes of page slots ...`), if the message has that figure.
+pub fn needed_bytes(error: &str) -> Option<u64> {
+    let (_, after) = error.split_once("needs ")?;
+    let (number, rest) = after.split_once(' ')?;
+    rest.starts_with("bytes of page slots")
+        .then(|| number.parse().ok())
+        .flatten()
 }
 
 /// The sentences that show memory pressure, empty when there is none.
@@ -643,10 +666,21 @@ mod tests {
             file_larger_than_limit: false,
             file_bytes: 1 << 20,
         };
-        assert_eq!(diagnose_unmeasured(false, &fits), None);
-        let d = diagnose_unmeasured(true, &fits).unwrap();
+        assert_eq!(diagnose_unmeasured(false, None, &fits), None);
+        let d = diagnose_unmeasured(true, None, &fits).unwrap();
         assert_eq!(d.resource, Resource::Memory);
         assert_eq!(d.evidence, ["the memory guard refused a configuration"]);
+        let d = diagnose_unmeasured(true, Some(160 << 20), &fits).unwrap();
+        assert!(d.evidence[1].starts_with("the smallest page schedule tried needs 160.0 MiB"));
+    }
+
+    #[test]
+    fn the_needed_slot_bytes_are_read_from_the_guard_message() {
+        let message = "f.beton: this epoch's page schedule needs 167772160 bytes of page slots \
+                       (20 slots of 8388608 bytes) but the memory budget is 67108864 bytes";
+        assert_eq!(needed_bytes(message), Some(167_772_160));
+        assert_eq!(needed_bytes("needs 12 apples"), None);
+        assert_eq!(needed_bytes("reading page 3 failed"), None);
     }
 
     #[test]

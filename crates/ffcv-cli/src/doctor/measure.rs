@@ -28,6 +28,15 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
     if let Some(budget) = args.max_memory {
         builder = builder.max_memory(budget);
     }
+    if let Some(threads) = args.reader_threads {
+        builder = builder.reader_threads(threads as usize);
+    }
+    if let Some(batches) = args.prefetch_ahead {
+        builder = builder.prefetch_ahead(batches as usize);
+    }
+    if args.direct_io {
+        builder = builder.direct_io(true);
+    }
     if args.world_size > 1 {
         builder = builder
             .distributed(true)
