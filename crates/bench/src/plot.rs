@@ -156,9 +156,8 @@ mod tests {
             row("reader/sequential/3k/all", 4.0),
         ];
         let groups = groups(&rows, &["3k", "128k"]);
-        let names = |key: &str| -> Vec<&str> {
-            groups[key].iter().map(|r| r.name.as_str()).collect()
-        };
+        let names =
+            |key: &str| -> Vec<&str> { groups[key].iter().map(|r| r.name.as_str()).collect() };
         assert_eq!(names("3k"), ["loader/x", "reader/sequential/3k/all"]);
         assert_eq!(names("128k"), ["reader/random/128k/1t"]);
         assert_eq!(names("other"), ["jit/fused"]);
