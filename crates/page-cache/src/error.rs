@@ -135,6 +135,17 @@ pub enum Error {
         page: u64,
     },
 
+    /// An extent asked of the OS cache lies outside the file.
+    #[error("{path}: {len} bytes at offset {ptr} lie outside the file")]
+    ExtentOutsideFile {
+        /// The dataset file.
+        path: PathBuf,
+        /// Start of the extent.
+        ptr: u64,
+        /// Its length.
+        len: u64,
+    },
+
     /// Opening the file for page reads failed.
     #[error("{path}: cannot open for page reads: {source}")]
     Open {

@@ -220,6 +220,18 @@ impl EpochContext {
         }
     }
 
+    /// `len` bytes at file offset `ptr` (a field's stored extent from its metadata)
+    /// without the allocation lookup `read` does: cheaper for small samples. They must
+    /// lie inside the file (OS cache) or inside one page held for the current batch
+    /// (process cache).
+    #[inline]
+    pub fn read_extent(&self, ptr: u64, len: u64) -> Result<&[u8]> {
+        match self {
+            EpochContext::Os(e) => e.read_extent(ptr, len),
+            EpochContext::Process(e) => e.read_extent(ptr, len),
+        }
+    }
+
     /// Number of batches of the epoch.
     pub fn num_batches(&self) -> usize {
         match self {

@@ -149,6 +149,20 @@ impl OsEpoch {
         Ok(self.reader.data_at(ptr)?)
     }
 
+    /// `len` bytes at file offset `ptr`, a slice of the map (bounds checked, no
+    /// allocation lookup).
+    pub fn read_extent(&self, ptr: u64, len: u64) -> Result<&[u8]> {
+        usize::try_from(ptr)
+            .ok()
+            .zip(usize::try_from(len).ok())
+            .and_then(|(p, l)| self.reader.bytes().get(p..p.checked_add(l)?))
+            .ok_or_else(|| Error::ExtentOutsideFile {
+                path: self.reader.path().to_owned(),
+                ptr,
+                len,
+            })
+    }
+
     /// Counters: the OS cache loads no pages itself, so only the epoch facts are set.
     pub fn stats(&self) -> CacheStats {
         CacheStats::default()

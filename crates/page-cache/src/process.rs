@@ -513,6 +513,14 @@ impl ProcessEpoch {
                 ptr,
             });
         };
+        self.read_extent(ptr, size)
+    }
+
+    /// `len` bytes at file offset `ptr` (for example a field's stored extent from its
+    /// metadata), without looking the allocation up; they must lie in one page held for
+    /// the current batch.
+    pub fn read_extent(&self, ptr: u64, len: u64) -> Result<&[u8]> {
+        let inner = &*self.cache.inner;
         let page = ptr / inner.page_size;
         let offset = (ptr % inner.page_size) as usize;
         let not_loaded = || Error::PageNotLoaded {
@@ -521,42 +529,35 @@ impl ProcessEpoch {
             page,
             batch: self.next_batch.checked_sub(1),
         };
+        let crosses = || Error::AllocationCrossesPage {
+            path: inner.reader.path().to_owned(),
+            ptr,
+            size: len,
+            page,
+        };
         let slot = match self.page_slot.get(page as usize) {
             Some(&s) if s != NO_SLOT => s as usize,
             _ => return Err(not_loaded()),
         };
-        if self.cache.inner.file.maps_pages() {
+        let bytes = if inner.file.maps_pages() {
             if !self.owner.is_ready(slot, page) {
                 return Err(not_loaded());
             }
-            // Resident in the reader's map (a page reader populated it); the reader
-            // validated every allocation to lie inside the file.
-            let start = ptr as usize;
-            let page_end = ((page + 1) * inner.page_size).min(inner.file_size);
-            if ptr.saturating_add(size) > page_end {
-                return Err(Error::AllocationCrossesPage {
-                    path: inner.reader.path().to_owned(),
-                    ptr,
-                    size,
-                    page,
-                });
-            }
-            return inner
+            // Resident in the reader's map (a page reader populated it).
+            let start = page * inner.page_size;
+            let end = (start + page_len(inner, page)).min(inner.file_size);
+            inner
                 .reader
                 .bytes()
-                .get(start..start + size as usize)
-                .ok_or_else(not_loaded);
-        }
-        let bytes = self.owner.read(slot, page).ok_or_else(not_loaded)?;
-        match bytes.get(offset..offset.saturating_add(size as usize)) {
-            Some(b) => Ok(b),
-            None => Err(Error::AllocationCrossesPage {
-                path: inner.reader.path().to_owned(),
-                ptr,
-                size,
-                page,
-            }),
-        }
+                .get(start as usize..end as usize)
+                .ok_or_else(crosses)?
+        } else {
+            self.owner.read(slot, page).ok_or_else(not_loaded)?
+        };
+        usize::try_from(len)
+            .ok()
+            .and_then(|l| bytes.get(offset..offset.checked_add(l)?))
+            .ok_or_else(crosses)
     }
 
     /// This epoch's counters so far.

@@ -292,3 +292,47 @@ fn direct_io_leaves_the_os_cache_alone_and_buffered_reads_fill_it() {
         }
     }
 }
+
+#[test]
+fn read_extent_serves_parts_of_held_pages_and_refuses_the_rest() {
+    let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
+    let ptrs = ptrs_by_sample(&reader);
+    let p3 = ptrs[&3][0];
+    let size = reader.alloc_size(p3).unwrap();
+    for config in [
+        CacheConfig::default(),
+        common::process_config(0, 1),
+        CacheConfig {
+            map_pages: true,
+            ..common::process_config(0, 1)
+        },
+    ] {
+        let cache = PageCache::new(Arc::clone(&reader), &config).unwrap();
+        let mut epoch = cache.schedule_epoch(&[vec![3]]).unwrap();
+        epoch.start_batch(0).unwrap();
+        let whole = reader.data_at(p3).unwrap();
+        assert_eq!(epoch.read_extent(p3, size).unwrap(), whole);
+        assert_eq!(epoch.read_extent(p3 + 10, 100).unwrap(), &whole[10..110]);
+        assert_eq!(epoch.read_extent(p3, 0).unwrap(), b"");
+        let past_the_file = epoch.read_extent(reader.file_size() - 10, 11);
+        assert!(past_the_file.is_err());
+        if !config.os_cache {
+            // Page 0 (header and metadata) is not held; page 1 is, but only up to the end
+            // of its last allocation.
+            assert!(matches!(
+                epoch.read_extent(100, 20),
+                Err(Error::PageNotLoaded { page: 0, .. })
+            ));
+            let used = common::page_read_bytes(&reader, 1, false);
+            assert!(epoch.read_extent(MIB2 + used - 20, 20).is_ok());
+            assert!(matches!(
+                epoch.read_extent(MIB2 + used - 20, 21),
+                Err(Error::AllocationCrossesPage { page: 1, .. })
+            ));
+            assert!(matches!(
+                epoch.read_extent(2 * MIB2 - 10, 20),
+                Err(Error::AllocationCrossesPage { page: 1, .. })
+            ));
+        }
+    }
+}
