@@ -313,12 +313,12 @@ fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
                     let fail = g.b.create_block();
                     let cont = g.b.create_block();
                     g.b.ins().brif(ret, fail, &[], cont, &[]);
-                    g.b.switch_to_block(fail);
+                    g.switch(fail);
                     g.b.ins().store(flags, pos, err, 0);
                     let step_no = g.b.ins().iconst(types::I64, *si as i64);
                     g.b.ins().store(flags, step_no, err, 8);
                     g.b.ins().return_(&[ret]);
-                    g.b.switch_to_block(cont);
+                    g.switch(cont);
                 }
                 Segment::Fused { steps, expr } => {
                     let first = &plan.steps()[steps.start];
@@ -350,7 +350,7 @@ fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
         }
         let next = g.b.ins().iadd_imm_s(pos, 1);
         g.b.ins().jump(head, &[next.into()]);
-        g.b.switch_to_block(done);
+        g.switch(done);
         let ok = g.b.ins().iconst(types::I32, 0);
         g.b.ins().return_(&[ok]);
         g.b.seal_all_blocks();
@@ -600,6 +600,12 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// Continue emitting in `block`; memoised values of other blocks may not dominate it.
+    fn switch(&mut self, block: Block) {
+        self.memo.clear();
+        self.b.switch_to_block(block);
+    }
+
     fn imul_c(&mut self, v: Value, c: i64) -> Value {
         if c == 1 {
             return v;
@@ -683,7 +689,7 @@ impl Gen<'_, '_> {
         conds.truncate(MAX_VERSIONED_CONDS);
         let join = self.b.create_block();
         self.versions(seg, seg.expr.clone(), &conds, join);
-        self.b.switch_to_block(join);
+        self.switch(join);
     }
 
     /// Emit one nest per outcome of the hoisted conditions, branching on them once per sample.
@@ -707,9 +713,9 @@ impl Gen<'_, '_> {
             CV::V(v) => {
                 let (yes, no) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(v, yes, &[], no, &[]);
-                self.b.switch_to_block(yes);
+                self.switch(yes);
                 self.versions(seg, specialise(&expr, c, true), rest, join);
-                self.b.switch_to_block(no);
+                self.switch(no);
                 self.versions(seg, specialise(&expr, c, false), rest, join);
             }
         }
@@ -769,24 +775,22 @@ impl Gen<'_, '_> {
         let exit = self.b.create_block();
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.ins().jump(head, &[zero.into()]);
-        self.b.switch_to_block(head);
+        self.switch(head);
         let more = self
             .b
             .ins()
             .icmp_imm_s(IntCC::UnsignedLessThan, i, seg.out_shape[ax] as i64);
         self.b.ins().brif(more, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
+        self.switch(body);
         coords[ax] = IV::V(i, 0);
         self.loops(seg, rest, unrolled, strides, coords);
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.ins().jump(head, &[next.into()]);
-        self.b.switch_to_block(exit);
+        self.switch(exit);
     }
 
     /// The unrolled elements of one innermost loop iteration.
     fn body(&mut self, seg: &FusedSeg<'_>, unrolled: &[bool], strides: &[i64], coords: &[IV]) {
-        // A new block: values memoised in other blocks may not dominate it.
-        self.memo.clear();
         let shape = seg.out_shape;
         let rank = shape.len();
         // Runtime part of the output offset (loop coordinates).

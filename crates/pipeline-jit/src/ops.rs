@@ -207,8 +207,10 @@ fn inside(axis: usize, start: Index, len: usize) -> Cond {
         .and(Index::Coord(axis).cmp(CmpOp::Lt, end))
 }
 
-/// Fill a `size`×`size` square at a random position (fully inside the image) with `fill`
-/// (one value per channel, or one for all), as FFCV's `Cutout`.
+/// Fill a `size`×`size` square with `fill` (one value per channel, or one for all), as
+/// FFCV's `Cutout`: the square's corner is drawn in `0..H - size` × `0..W - size` (FFCV's
+/// `randint(H - size)`, which never reaches the last row or column and needs
+/// `size < H, W`).
 #[derive(Debug, Clone)]
 pub struct Cutout {
     /// Side of the square.
@@ -223,9 +225,9 @@ impl Operation for Cutout {
     }
     fn lower(&self, input: &State) -> Result<Lowered, String> {
         let (h, w, c) = hwc(input)?;
-        if self.size > h || self.size > w {
+        if self.size >= h || self.size >= w {
             return Err(format!(
-                "cutout of {} does not fit a {h}x{w} image",
+                "cutout of {} does not fit a {h}x{w} image (FFCV needs size < H, W)",
                 self.size
             ));
         }
@@ -237,11 +239,11 @@ impl Operation for Cutout {
             random: vec![
                 RandSpec::Int {
                     lo: 0,
-                    hi: (h - self.size) as i64,
+                    hi: (h - self.size - 1) as i64,
                 },
                 RandSpec::Int {
                     lo: 0,
-                    hi: (w - self.size) as i64,
+                    hi: (w - self.size - 1) as i64,
                 },
             ],
         }))

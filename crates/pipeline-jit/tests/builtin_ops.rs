@@ -115,7 +115,7 @@ fn flip_half_flips_some_samples_and_keeps_others() {
 }
 
 #[test]
-fn cutout_fills_one_square_inside_the_image() {
+fn cutout_fills_one_square_short_of_the_last_row_and_column() {
     let p = Pipeline::new(u8s(&[4, 5, 2])).then(Cutout {
         size: 2,
         fill: vec![200.0, 201.0],
@@ -130,6 +130,8 @@ fn cutout_fills_one_square_inside_the_image() {
             .collect();
         assert_eq!(filled.len(), 4, "{s:?}");
         let (y0, x0) = filled[0];
+        // FFCV draws the corner with randint(H - size): rows 0..=1, columns 0..=2 here.
+        assert!(y0 <= 1 && x0 <= 2, "corner ({y0}, {x0})");
         assert_eq!(
             filled,
             vec![(y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)]

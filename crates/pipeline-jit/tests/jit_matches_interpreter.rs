@@ -204,11 +204,13 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
             DType::F64
         };
         all.push(Arc::new(NormalizeImage { mean, std, dtype }));
-        let size = 1 + g.below(h.min(w) as u64) as usize;
-        all.push(Arc::new(Cutout {
-            size,
-            fill: vec![g.small()],
-        }));
+        if h.min(w) > 1 {
+            let size = 1 + g.below(h.min(w) as u64 - 1) as usize;
+            all.push(Arc::new(Cutout {
+                size,
+                fill: vec![g.small()],
+            }));
+        }
         all.push(Arc::new(RandomTranslate {
             padding: g.below(3) as usize,
             fill: (0..c).map(|_| g.small()).collect(),
