@@ -108,7 +108,7 @@ fn a_damaged_jpeg_fails_dump_with_the_sample_and_field_named() {
     // Sample 0's JPEG starts the first data page; its metadata row starts at byte 3147
     // (mode u8, width u16, height u16, data_ptr u64).
     type Edit = fn(&mut Vec<u8>);
-    let cases: [(&str, Edit, &str); 2] = [
+    let cases: [(&str, Edit, &str); 3] = [
         (
             "garbled",
             |b| b[2_097_152 + 2..2_097_152 + 400].fill(0xAB),
@@ -118,6 +118,11 @@ fn a_damaged_jpeg_fails_dump_with_the_sample_and_field_named() {
             "wrong_width",
             |b| b[3148..3150].copy_from_slice(&90u16.to_le_bytes()),
             "the JPEG is 61x89 but the metadata says 61x90",
+        ),
+        (
+            "smaller_in_metadata",
+            |b| b[3148..3150].copy_from_slice(&50u16.to_le_bytes()),
+            "the JPEG is 61x89 but the metadata says 61x50",
         ),
     ];
     for (label, edit, message) in cases {

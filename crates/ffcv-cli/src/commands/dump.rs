@@ -89,7 +89,7 @@ pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> 
     let mut row = vec![("sample".to_owned(), int(sample))];
     for &index in fields {
         let field = &reader.fields()[index];
-        let value = FieldValue {
+        let value = SampleField {
             reader,
             index,
             field,
@@ -130,7 +130,7 @@ fn float_value(x: f64) -> JsonValue {
 }
 
 /// The context needed to decode one field of one sample, and to name it in errors.
-struct FieldValue<'a> {
+struct SampleField<'a> {
     reader: &'a Reader,
     index: usize,
     field: &'a Field,
@@ -138,7 +138,7 @@ struct FieldValue<'a> {
     raw: bool,
 }
 
-impl FieldValue<'_> {
+impl SampleField<'_> {
     fn decode(&self, metadata: FieldMetadata) -> Result<JsonValue> {
         let mut object = Vec::new();
         match metadata {
@@ -211,18 +211,19 @@ impl FieldValue<'_> {
     }
 
     /// The full-resolution RGB pixels of a stored JPEG, which must have the size its
-    /// metadata records.
+    /// metadata records (checked from the JPEG header before anything is allocated).
     fn decode_jpeg(&self, jpeg: &[u8], height: u16, width: u16) -> Result<Vec<u8>> {
-        let expected = usize::from(height) * usize::from(width) * 3;
-        let image = ffcv::image::decode_jpeg(jpeg, expected)
-            .map_err(|err| self.bad(format!("cannot decode the JPEG: {err}")))?;
-        if (image.height(), image.width()) != (u32::from(height), u32::from(width)) {
+        let cannot =
+            |err: ffcv::image::ImageError| self.bad(format!("cannot decode the JPEG: {err}"));
+        let info = ffcv::image::jpeg_info(jpeg).map_err(cannot)?;
+        if (info.height, info.width) != (u32::from(height), u32::from(width)) {
             return Err(self.bad(format!(
                 "the JPEG is {}x{} but the metadata says {height}x{width}",
-                image.height(),
-                image.width()
+                info.height, info.width
             )));
         }
+        let pixels = usize::from(height) * usize::from(width) * 3;
+        let image = ffcv::image::decode_jpeg(jpeg, pixels).map_err(cannot)?;
         Ok(image.into_pixels())
     }
 
