@@ -100,6 +100,12 @@ impl Batch {
         self.slot().index
     }
 
+    /// What the loader's [`crate::SlotStage`] attached to this batch (for a GPU stage: the
+    /// device tensors and their ready event), if it is a `T`.
+    pub fn attachment<T: std::any::Any>(&self) -> Option<&T> {
+        self.slot().attachment.as_ref()?.downcast_ref::<T>()
+    }
+
     /// The outputs, in field order.
     pub fn outputs(&self) -> &[OutputInfo] {
         &self.outputs

@@ -187,7 +187,7 @@ fn produce(
     }
     let outputs = Arc::clone(&lock(&shared.outputs));
     let bs = shared.batch_size;
-    let sizes: Vec<usize> = outputs.iter().map(|o| o.row_bytes * bs).collect();
+    let sizes = slot_sizes(&shared.path, &outputs, bs)?;
     let with_lengths: Vec<bool> = outputs.iter().map(|o| o.kind.has_lengths()).collect();
     let mut ctx = shared.cache.schedule_epoch(batches)?;
     let mut records: Vec<Vec<u8>> = fields
@@ -231,14 +231,20 @@ fn produce(
                     samples: n,
                 })
                 .collect();
-            if let Err(message) = stage.process(slot.index, &mut views) {
-                drop(views);
-                shared.slots.give_back(slot);
-                return Err(Error::SlotStage {
-                    path: shared.path.clone(),
-                    batch: b,
-                    message,
-                });
+            match stage.process(slot.index, &mut views) {
+                Ok(attachment) => {
+                    drop(views);
+                    slot.attachment = attachment;
+                }
+                Err(message) => {
+                    drop(views);
+                    shared.slots.give_back(slot);
+                    return Err(Error::SlotStage {
+                        path: shared.path.clone(),
+                        batch: b,
+                        message,
+                    });
+                }
             }
         }
         c.batches.fetch_add(1, Ordering::Relaxed);
@@ -259,6 +265,28 @@ fn produce(
         c.wait_slot_ns.fetch_add(nanos(t), Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Bytes of each output buffer of a slot, checked against overflow.
+pub(crate) fn slot_sizes(
+    path: &std::path::Path,
+    outputs: &[OutputInfo],
+    batch_size: usize,
+) -> Result<Vec<usize>> {
+    outputs
+        .iter()
+        .map(|o| {
+            o.row_bytes
+                .checked_mul(batch_size)
+                .ok_or_else(|| Error::Config {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "output {:?}: {} samples of {} bytes exceed the address space",
+                        o.name, batch_size, o.row_bytes
+                    ),
+                })
+        })
+        .collect()
 }
 
 /// Gathers every field's sample records for batch `ids`, runs each field's pipeline into

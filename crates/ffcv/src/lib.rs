@@ -72,4 +72,4 @@ pub use epoch::EpochIter;
 pub use error::{Error, Result};
 pub use loader::{FieldValue, Loader, LoaderBuilder, LoaderStats, Order};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
-pub use slots::{SlotOutput, SlotStage};
+pub use slots::{Attachment, SlotOutput, SlotStage};

@@ -426,6 +426,7 @@ impl LoaderBuilder {
             self.batches_ahead + 2,
         ));
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
+        crate::epoch::slot_sizes(&path, &outputs, batch_size)?;
         tracing::debug!(
             path = %path.display(),
             batch_size, num_workers, seed,

@@ -3,6 +3,7 @@
 //! the producer) or held (owned by a batch): ownership moves, so a held batch can never
 //! be overwritten. When the producer needs a slot and none is free, the pool grows by one.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -12,13 +13,22 @@ use crate::memory::{SlotAllocator, SlotMemory};
 /// when the batch's guard drops. This is where a GPU stage copies pinned slot buffers to
 /// the device on the slot's stream and records the event that guards the slot's reuse.
 pub trait SlotStage: Send + Sync {
-    /// Called once a batch's CPU outputs are complete, before the batch is queued.
-    fn process(&self, slot: usize, outputs: &mut [SlotOutput<'_>]) -> Result<(), String>;
+    /// Called once a batch's CPU outputs are complete, before the batch is queued. What it
+    /// returns is attached to the batch ([`crate::Batch::attachment`], e.g. device tensors
+    /// and the event that says when they are ready) and dropped when the batch drops.
+    fn process(
+        &self,
+        slot: usize,
+        outputs: &mut [SlotOutput<'_>],
+    ) -> Result<Option<Attachment>, String>;
 
-    /// Called when the batch in `slot` has been dropped by the consumer (its buffers may
-    /// be reused once this returns).
+    /// Called when the batch in `slot` has been dropped by the consumer, after its
+    /// attachment was dropped (the slot's buffers may be refilled once this returns).
     fn released(&self, _slot: usize) {}
 }
+
+/// What a [`SlotStage`] attaches to a batch.
+pub type Attachment = Box<dyn Any + Send + Sync>;
 
 /// One output buffer of a slot, as a [`SlotStage`] sees it.
 #[derive(Debug)]
@@ -40,6 +50,8 @@ pub(crate) struct Slot {
     pub(crate) lengths: Vec<Vec<u64>>,
     /// The batch's sample ids.
     pub(crate) sample_ids: Vec<u64>,
+    /// What the slot stage attached to the batch in this slot.
+    pub(crate) attachment: Option<Attachment>,
     sizes: Vec<usize>,
 }
 
@@ -129,13 +141,16 @@ impl SlotPool {
             buffers,
             lengths: lengths.iter().map(|_| Vec::new()).collect(),
             sample_ids: Vec::new(),
+            attachment: None,
             sizes: sizes.to_vec(),
         })
     }
 
     /// Returns a slot to the pool (a batch dropped, or the producer did not use it).
-    pub(crate) fn give_back(&self, slot: Slot) {
+    pub(crate) fn give_back(&self, mut slot: Slot) {
         let index = slot.index;
+        // Whatever the stage attached (device views, events) goes before the slot is free.
+        drop(slot.attachment.take());
         self.lock().free.push(slot);
         if let Some(stage) = &self.stage {
             stage.released(index);
