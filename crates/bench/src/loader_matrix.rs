@@ -156,6 +156,7 @@ struct Measured {
     samples_per_epoch: u64,
     payload_per_epoch: u64,
     storage_per_epoch: u64,
+    file_read_per_epoch: u64,
     latencies_ms: Vec<f64>,
     wait_pages: f64,
     decode: f64,
@@ -188,16 +189,14 @@ fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
     }
     let after = loader.stats();
     let per_epoch = |a: u64, b: u64| (b - a) / EPOCHS as u64;
-    // The process cache counts its own reads; through the OS cache, the kernel's count of
-    // bytes this process caused to be read from storage is the figure.
-    let storage = if config.os_cache {
-        match (io_before, storage_read_bytes()) {
-            (Some(a), Some(b)) => b.saturating_sub(a) / EPOCHS as u64,
-            _ => 0,
-        }
-    } else {
-        per_epoch(before.storage_bytes_read, after.storage_bytes_read)
+    // What the kernel fetched from the device for this process (0 when the file is in the
+    // page cache), and what the process cache read from the file (0 with the OS cache,
+    // whose page faults no counter sees).
+    let storage = match (io_before, storage_read_bytes()) {
+        (Some(a), Some(b)) => b.saturating_sub(a) / EPOCHS as u64,
+        _ => 0,
     };
+    let file_read = per_epoch(before.storage_bytes_read, after.storage_bytes_read);
     seconds.sort_by(f64::total_cmp);
     latencies_ms.sort_by(f64::total_cmp);
     Ok(Measured {
@@ -205,6 +204,7 @@ fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
         samples_per_epoch: per_epoch(before.samples, after.samples),
         payload_per_epoch: per_epoch(before.payload_bytes, after.payload_bytes),
         storage_per_epoch: storage,
+        file_read_per_epoch: file_read,
         latencies_ms,
         wait_pages: (after.wait_pages - before.wait_pages).as_secs_f64() / EPOCHS as f64,
         decode: (after.decode - before.decode).as_secs_f64() / EPOCHS as f64,
@@ -276,8 +276,15 @@ fn row_of(dataset: &Dataset, config: &Config, m: &Measured) -> Row {
         bytes_per_sec: m.payload_per_epoch as f64 / median,
         ..Row::default()
     };
+    // Bytes fetched per payload byte: the process cache's reads from the file, or for the
+    // OS cache the device reads (page faults served from RAM are free and not counted).
+    let fetched = if config.os_cache {
+        m.storage_per_epoch
+    } else {
+        m.file_read_per_epoch
+    };
     let amplification =
-        (m.payload_per_epoch > 0).then(|| m.storage_per_epoch as f64 / m.payload_per_epoch as f64);
+        (m.payload_per_epoch > 0).then(|| fetched as f64 / m.payload_per_epoch as f64);
     let extra = [
         ("dataset", json!(dataset.label)),
         ("epoch_seconds", m.epochs.summary()),
@@ -290,6 +297,7 @@ fn row_of(dataset: &Dataset, config: &Config, m: &Measured) -> Row {
         ),
         ("peak_rss_bytes", json!(m.peak_rss)),
         ("storage_bytes_read", json!(m.storage_per_epoch)),
+        ("file_bytes_read", json!(m.file_read_per_epoch)),
         ("read_amplification", json!(amplification)),
         (
             "time_breakdown_seconds",
@@ -480,6 +488,7 @@ mod tests {
             "batch_latency_ms",
             "peak_rss_bytes",
             "storage_bytes_read",
+            "file_bytes_read",
             "read_amplification",
             "time_breakdown_seconds",
         ] {
