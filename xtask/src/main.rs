@@ -64,6 +64,17 @@ fn verify(root: &Path, args: &[String]) -> Result<(), String> {
         return Err(format!("`verify` takes no arguments (got `{extra}`)"));
     }
     let started = Instant::now();
+    let result = verify_steps(root);
+    let seconds = started.elapsed().as_secs_f64();
+    match &result {
+        Ok(()) => eprintln!("xtask verify: all steps passed in {seconds:.1} s"),
+        Err(_) => eprintln!("xtask verify: stopped after {seconds:.1} s"),
+    }
+    result
+}
+
+/// The steps of `verify`, in order; the first failure ends the run.
+fn verify_steps(root: &Path) -> Result<(), String> {
     step("tidy: every .rs file opens with a `//!` line", || {
         tidy(root)
     })?;
@@ -86,10 +97,6 @@ fn verify(root: &Path, args: &[String]) -> Result<(), String> {
         let title = format!("{name}: cargo {}", cargo_args.join(" "));
         step(&title, || run_cargo(root, cargo_args))?;
     }
-    eprintln!(
-        "xtask verify: all steps passed in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
 }
 
