@@ -190,3 +190,38 @@ fn indices_restrict_and_order_the_samples() {
         .collect();
     assert_eq!(ids, vec![9, 2, 2, 50]);
 }
+
+/// An order that names a sample the file does not have.
+struct PastTheEnd;
+
+impl ffcv::traversal::TraversalOrder for PastTheEnd {
+    fn order(&self, _epoch: u64) -> Vec<u64> {
+        vec![0, 1, 100]
+    }
+}
+
+#[test]
+fn a_user_order_past_the_end_is_an_error_not_a_read() {
+    let mut loader = Loader::builder(scalars())
+        .batch_size(2)
+        .drop_last(false)
+        .order(Order::Custom(std::sync::Arc::new(PastTheEnd)))
+        .build()
+        .unwrap();
+    assert_eq!(loader.len(), 2);
+    let items: Vec<_> = loader.iter().collect();
+    assert_eq!(items.len(), 1);
+    let err = items[0].as_ref().unwrap_err();
+    assert!(err.to_string().contains("sample 100"), "{err}");
+}
+
+#[test]
+fn quasi_random_over_a_file_without_data_pages_is_refused_as_ffcv_does() {
+    let err = Loader::builder(scalars())
+        .batch_size(2)
+        .order(Order::QuasiRandom)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::Order(_)), "{err:?}");
+    assert!(err.to_string().contains("QuasiRandom"), "{err}");
+}
