@@ -101,7 +101,8 @@ impl Spec {
     /// Sample `index`: one value per field of [`Spec::fields`].
     ///
     /// Call [`Spec::fields`] first: it validates the parameters this relies on (a spec
-    /// that `fields` rejects gives empty arrays and images here).
+    /// that `fields` rejects gives empty arrays and images here). A sample allocates up to
+    /// [`Spec::largest_sample_bytes`]: check that against the page size before writing.
     pub fn sample(&self, index: u64) -> Vec<FieldValue> {
         let mut rng = SplitMix64::for_sample(self.seed, index);
         let id = FieldValue::Int(index as i64);
@@ -113,7 +114,7 @@ impl Spec {
             }
             Kind::Bytes => {
                 let low = self.mean_size / 2;
-                let len = low + rng.below(self.mean_size + 1);
+                let len = low.saturating_add(rng.below(self.mean_size.saturating_add(1)));
                 vec![id, FieldValue::Bytes(rng.bytes(len as usize))]
             }
             Kind::Ndarray => {
