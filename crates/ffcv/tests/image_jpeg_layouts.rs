@@ -50,3 +50,41 @@ fn baseline_layouts_decode_bit_identical_to_libjpeg_turbo_fastdct() {
     }
     assert_eq!(exact, 13);
 }
+
+/// Truncations and bit flips of every layout (restart markers, 4:2:2, 4:4:0,
+/// tiny sizes, progressive) give Ok or an error, never a panic; most
+/// truncations are errors.
+#[test]
+fn damaged_layouts_never_panic() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/turbo_fastdct.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut decoder = JpegDecoder::new();
+    const CAP: usize = 80 * 80 * 3;
+    let mut out = vec![0u8; CAP];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut errors = 0usize;
+    for c in doc["cases"].as_array().unwrap() {
+        let jpeg = b64(c["jpeg_b64"].as_str().unwrap());
+        for cut in (0..jpeg.len()).step_by(7) {
+            errors += usize::from(decoder.decode_into(&jpeg[..cut], &mut out).is_err());
+        }
+        for _ in 0..150 {
+            let mut bad = jpeg.clone();
+            for _ in 0..1 + next() % 4 {
+                let r = next();
+                let at = (r % bad.len() as u64) as usize;
+                bad[at] ^= 1 << (r >> 61);
+            }
+            if let Ok((h, w)) = decoder.decode_into(&bad, &mut out) {
+                assert!((h * w * 3) as usize <= CAP);
+            }
+        }
+    }
+    assert!(errors > 500, "{errors}");
+}
