@@ -267,6 +267,46 @@ mod tests {
     }
 
     #[test]
+    fn table_and_markdown_have_a_line_per_row_with_the_ratio() {
+        let mut r = row("reader/random/3k/1t", 1_530_000.0);
+        r.bytes_per_sec = 4.7e9;
+        r.ratio = Some(0.613);
+        r.ratio_to = Some("memcpy".into());
+        let report = super::Report {
+            machine: super::Machine {
+                cpus: 2,
+                model: "test cpu".into(),
+                memory_bytes: None,
+                platform: "linux-x86_64".into(),
+            },
+            args: vec!["--small".into()],
+            total_seconds: 1.0,
+            rows: vec![r, row("jit/compile", 10.0)],
+        };
+        let table = report.table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[1].starts_with("reader/random/3k/1t"));
+        assert!(
+            lines[1].contains("1.53 M")
+                && lines[1].contains("4700.0")
+                && lines[1].contains("0.61 x memcpy")
+        );
+        assert!(
+            lines[2].contains(" - "),
+            "no ratio shows a dash: {}",
+            lines[2]
+        );
+        let markdown = report.markdown();
+        assert!(
+            markdown.contains("| reader/random/3k/1t | 1.53 M | 4700.0 | 0.61 x memcpy |"),
+            "{markdown}"
+        );
+        assert_eq!(report.to_json()["machine"]["cpus"], 2);
+        assert_eq!(report.to_json()["rows"][1]["name"], "jit/compile");
+    }
+
+    #[test]
     fn compare_divides_by_the_same_named_old_row() {
         let old = json!({"rows": [{"name": "a", "samples_per_sec": 200.0}]});
         let text = compare(&old, &[row("a", 100.0), row("b", 5.0)]).unwrap();
