@@ -293,7 +293,7 @@ mod tests {
                 && lines[1].contains("0.61 x memcpy")
         );
         assert!(
-            lines[2].contains(" - "),
+            lines[2].ends_with(" -"),
             "no ratio shows a dash: {}",
             lines[2]
         );
