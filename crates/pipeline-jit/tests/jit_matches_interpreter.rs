@@ -237,7 +237,7 @@ fn build(shape: &[usize], choices: &[u64]) -> Pipeline {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
     #[test]
     fn jit_output_is_bit_identical_to_interpreter(
