@@ -1,5 +1,5 @@
-//! JPEG decoding to packed RGB (pure Rust, `jpeg-decoder`) and encoding
-//! (`jpeg-encoder`) the way FFCV's writer calls `cv2.imencode`.
+//! JPEG decoding to packed RGB (pure Rust) and encoding (`jpeg-encoder`)
+//! the way FFCV's writer calls `cv2.imencode`.
 //!
 //! Baseline JPEGs (all FFCV's writer produces) go through [`super::turbo`],
 //! which reproduces libjpeg-turbo's `TJFLAG_FASTDCT` output; everything else

@@ -633,11 +633,13 @@ impl TurboDecoder {
                         // libjpeg stores coefficients as 16-bit JCOEF.
                         coef[0] = pred[si] as i16;
                         let mut z = 1usize;
+                        let mut any_ac = false;
                         while z < 64 {
                             let rs = bits.decode(act).map_err(err)?;
                             let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
                             if s != 0 {
                                 z += r;
+                                any_ac = true;
                                 coef[NATURAL_ORDER[z]] = extend(bits.bits(s), s) as i16;
                             } else if r != 15 {
                                 break;
@@ -649,8 +651,18 @@ impl TurboDecoder {
                         let x0 = (mx * bh + bx) * 8;
                         let y0 = (my * bv + by) * 8;
                         if x0 + 8 <= c.pw && y0 + 8 <= c.ph {
-                            let plane = &mut self.planes[k];
-                            idct_ifast(&coef, &qt[c.tq], &mut plane[y0 * c.pw + x0..], c.pw);
+                            let plane = &mut self.planes[k][y0 * c.pw + x0..];
+                            let q = &qt[c.tq];
+                            if any_ac {
+                                idct_ifast(&coef, q, plane, c.pw);
+                            } else {
+                                // DC only: both passes reduce to one value
+                                // (libjpeg's zero-column and zero-row shortcuts).
+                                let v = idct_limit(i32::from(coef[0]).wrapping_mul(q[0]));
+                                for r in 0..8 {
+                                    plane[r * c.pw..r * c.pw + 8].fill(v);
+                                }
+                            }
                         }
                     }
                 }
