@@ -4,8 +4,10 @@
 //! Builds the loader, runs `--warmup` epochs, then `--epochs` timed epochs, and reports the
 //! median over the timed epochs of: `samples_per_sec`, `bytes_per_sec` (stored payload of
 //! the enabled fields), `epoch_seconds`, batch latency `latency_p50_ms`/`latency_p99_ms`
-//! (how long the consumer waited in `next()`), `storage_bytes_read` (from `/proc/self/io`,
-//! or the process cache's counter where that file is unreadable), and where the producer's
+//! (how long the consumer waited in `next()`), `storage_bytes_read` (from `/proc/self/io`:
+//! reads that reached the device; the process cache's counter where that file is
+//! unreadable), `cache_bytes_read` (what the process cache read, from storage or the OS's
+//! page cache; 0 with the OS cache), and where the producer's
 //! time went: `wait_pages_seconds`, `decode_seconds`, `wait_slot_seconds`; plus the
 //! process's `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it
 //! to read every byte.
@@ -137,6 +139,7 @@ struct EpochFigures {
     latency_p50_ms: f64,
     latency_p99_ms: f64,
     storage_bytes_read: u64,
+    cache_bytes_read: u64,
     wait_pages: f64,
     decode: f64,
     wait_slot: f64,
@@ -231,6 +234,7 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
         latency_p50_ms: quantile_ms(&latencies, 0.5),
         latency_p99_ms: quantile_ms(&latencies, 0.99),
         storage_bytes_read,
+        cache_bytes_read: after.storage_bytes_read - before.storage_bytes_read,
         wait_pages: (after.wait_pages - before.wait_pages).as_secs_f64(),
         decode: (after.decode - before.decode).as_secs_f64(),
         wait_slot: (after.wait_slot - before.wait_slot).as_secs_f64(),
@@ -311,6 +315,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         "latency_p99_ms": m(|e| e.latency_p99_ms),
         "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
         "storage_bytes_read": m(|e| e.storage_bytes_read as f64) as u64,
+        "cache_bytes_read": m(|e| e.cache_bytes_read as f64) as u64,
         "wait_pages_seconds": m(|e| e.wait_pages),
         "decode_seconds": m(|e| e.decode),
         "wait_slot_seconds": m(|e| e.wait_slot),
