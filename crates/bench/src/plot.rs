@@ -13,8 +13,8 @@ use crate::report::Row;
 const ROW_HEIGHT: u32 = 18;
 const PANEL_HEADER: u32 = 40;
 const WIDTH: u32 = 1100;
-/// Room for the row names left of the bars.
-const LABEL_WIDTH: u32 = 330;
+/// Left margin of each panel (the row names sit inside the bars).
+const LABEL_WIDTH: u32 = 10;
 
 /// The data set a row belongs to: its `dataset` extra when set, else the first segment of its
 /// name that is one of `labels`, else `other`.
@@ -81,6 +81,7 @@ pub fn write_svg(path: &Path, rows: &[Row], labels: &[&str]) -> Result<(), Strin
             .map(|row| row.samples_per_sec)
             .fold(0.0f64, f64::max);
         let n = rows.len() as u32;
+        let rows_f = f64::from(n);
         let mut chart = ChartBuilder::on(&panel)
             .caption(
                 format!("data set {dataset}: samples/s per configuration"),
@@ -89,40 +90,44 @@ pub fn write_svg(path: &Path, rows: &[Row], labels: &[&str]) -> Result<(), Strin
             .margin(6)
             .x_label_area_size(24)
             .y_label_area_size(LABEL_WIDTH)
-            .build_cartesian_2d(0.0..max * 1.25, 0u32..n)
+            .build_cartesian_2d(0.0..max * 1.25, 0.0..rows_f)
             .map_err(|e| err(&e))?;
-        let names: Vec<String> = rows.iter().map(|row| row.name.clone()).collect();
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .y_labels(n as usize + 1)
-            .y_label_formatter(&|i| {
-                // Bar i spans [n - 1 - i, n - i): the first row is drawn at the top.
-                let index = n.saturating_sub(1 + *i) as usize;
-                names.get(index).cloned().unwrap_or_default()
-            })
+            .disable_y_axis()
             .x_label_formatter(&|x| rate_label(*x))
             .label_style(("sans-serif", 11))
             .draw()
             .map_err(|e| err(&e))?;
+        // Row i is drawn in the band [n - 1 - i, n - i): the first row at the top. Each bar
+        // carries its row name inside, and its rate after its end.
+        let band = |i: usize| rows_f - 1.0 - i as f64;
         let palette = [BLUE, RED, GREEN, MAGENTA, CYAN];
         chart
             .draw_series(rows.iter().enumerate().map(|(i, row)| {
-                let y = n - 1 - i as u32;
                 let family = row.name.split('/').next().unwrap_or("");
                 let color = palette[family.len() % palette.len()];
                 Rectangle::new(
-                    [(0.0, y), (row.samples_per_sec, y + 1)],
-                    color.mix(0.6).filled(),
+                    [(0.0, band(i) + 0.1), (row.samples_per_sec, band(i) + 0.9)],
+                    color.mix(0.25).filled(),
                 )
             }))
             .map_err(|e| err(&e))?;
         chart
             .draw_series(rows.iter().enumerate().map(|(i, row)| {
-                let y = n - 1 - i as u32;
                 Text::new(
-                    rate_label(row.samples_per_sec),
-                    (row.samples_per_sec, y + 1),
+                    row.name.clone(),
+                    (max * 0.005, band(i) + 0.85),
+                    ("sans-serif", 11).into_font(),
+                )
+            }))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, row)| {
+                Text::new(
+                    format!(" {}", rate_label(row.samples_per_sec)),
+                    (row.samples_per_sec, band(i) + 0.85),
                     ("sans-serif", 11).into_font(),
                 )
             }))
@@ -181,8 +186,8 @@ mod tests {
             "data set 128k",
             "loader/3k/os/random/all/jit",
             "loader/3k/proc/quasi-random/1t/interp",
-            "1.50 M/s",
-            "30.0 k/s",
+            " 1.50 M/s",
+            " 30.0 k/s",
         ] {
             assert!(svg.contains(needle), "`{needle}` not in the SVG");
         }
