@@ -210,8 +210,20 @@ fn os_cache_auto_advice_follows_the_order() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
     let cache = page_cache::OsCache::new(Arc::clone(&reader), &CacheConfig::default());
     let sequential = batches_of(&(0..40).collect::<Vec<_>>(), 7);
+    // Sequential: the default readahead (MADV_SEQUENTIAL measured slower).
     assert_eq!(
         cache.advice_for(&sequential),
+        Some(page_cache::Advice::Normal)
+    );
+    let fixed = page_cache::OsCache::new(
+        Arc::clone(&reader),
+        &CacheConfig {
+            os_advice: page_cache::OsAdvice::Fixed(page_cache::Advice::Sequential),
+            ..CacheConfig::default()
+        },
+    );
+    assert_eq!(
+        fixed.advice_for(&sequential),
         Some(page_cache::Advice::Sequential)
     );
     // Jumping between far pages: random; the file fits in memory, so default readahead.
