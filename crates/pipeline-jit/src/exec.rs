@@ -83,6 +83,10 @@ enum Engine {
 
 /// A specialised interpreter loop, resolved for its step.
 enum Fast {
+    Convert {
+        from: DType,
+        to: DType,
+    },
     Flip {
         h: usize,
         w: usize,
@@ -440,6 +444,7 @@ impl Executor {
                     flip(inp, out, *h, *w, *pixel, rand[step.rand_offset] == 1)
                 }
                 Some(Fast::ToChw { h, w, c, size }) => to_chw(inp, out, *h * *w, *c, *size),
+                Some(Fast::Convert { from, to }) => convert(inp, out, *from, *to),
                 Some(Fast::Lut { c, size, table }) => lut(inp, out, *c, *size, table),
                 None => {
                     let r = &rand[step.rand_offset..step.rand_offset + k.random.len()];
@@ -487,6 +492,10 @@ fn resolve_fast(step: &Step) -> Option<Fast> {
             pixel: c * size,
         }),
         (FastPath::ToChw, &[h, w, c]) => Some(Fast::ToChw { h, w, c, size }),
+        (FastPath::Convert, _) => Some(Fast::Convert {
+            from: step.input.dtype,
+            to: k.output.dtype,
+        }),
         (FastPath::Lut(bits), &[_, _, c])
             if step.input.dtype == DType::U8 && bits.len() == 256 * c =>
         {
@@ -570,5 +579,70 @@ fn lut(inp: &[u8], out: &mut [u8], c: usize, size: usize, table: &[u8]) {
     match size {
         4 => go::<4>(inp, out, c, table),
         _ => go::<8>(inp, out, c, table),
+    }
+}
+
+/// A plain-old-data element type of a buffer.
+trait Elem: Copy {
+    const SIZE: usize;
+    fn read(b: &[u8]) -> Self;
+    fn write(self, b: &mut [u8]);
+}
+
+/// Rust's `as` between two element types.
+trait CastTo<B> {
+    fn cast(self) -> B;
+}
+
+macro_rules! elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn read(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                <$t>::from_ne_bytes(a)
+            }
+            fn write(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+        impl CastTo<u8> for $t { fn cast(self) -> u8 { self as u8 } }
+        impl CastTo<i32> for $t { fn cast(self) -> i32 { self as i32 } }
+        impl CastTo<i64> for $t { fn cast(self) -> i64 { self as i64 } }
+        impl CastTo<f32> for $t { fn cast(self) -> f32 { self as f32 } }
+        impl CastTo<f64> for $t { fn cast(self) -> f64 { self as f64 } }
+    )*};
+}
+elem!(u8, i32, i64, f32, f64);
+
+fn convert_as<A: Elem + CastTo<B>, B: Elem>(inp: &[u8], out: &mut [u8]) {
+    for (i, o) in inp.chunks_exact(A::SIZE).zip(out.chunks_exact_mut(B::SIZE)) {
+        A::read(i).cast().write(o);
+    }
+}
+
+fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> + CastTo<f64>>(
+    inp: &[u8],
+    out: &mut [u8],
+    to: DType,
+) {
+    match to {
+        DType::U8 => convert_as::<A, u8>(inp, out),
+        DType::I32 => convert_as::<A, i32>(inp, out),
+        DType::I64 => convert_as::<A, i64>(inp, out),
+        DType::F32 => convert_as::<A, f32>(inp, out),
+        DType::F64 => convert_as::<A, f64>(inp, out),
+    }
+}
+
+/// Element-wise `as` conversion of a whole sample.
+fn convert(inp: &[u8], out: &mut [u8], from: DType, to: DType) {
+    match from {
+        DType::U8 => convert_from::<u8>(inp, out, to),
+        DType::I32 => convert_from::<i32>(inp, out, to),
+        DType::I64 => convert_from::<i64>(inp, out, to),
+        DType::F32 => convert_from::<f32>(inp, out, to),
+        DType::F64 => convert_from::<f64>(inp, out, to),
     }
 }

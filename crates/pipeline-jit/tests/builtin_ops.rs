@@ -211,3 +211,66 @@ fn flip_normalize_to_chw_fuses_into_one_segment() {
     let expected = [3.0, 0.0, 9.0, 6.0, 4.0, 1.0, 10.0, 7.0, 5.0, 2.0, 11.0, 8.0];
     assert_eq!(common::f32s(&both(&p, &[0], &input)), expected);
 }
+
+/// `v as T` for each element type, as native-endian bytes.
+fn as_bytes(t: DType, v: f64) -> Vec<u8> {
+    match t {
+        DType::U8 => vec![v as u8],
+        DType::I32 => (v as i32).to_ne_bytes().to_vec(),
+        DType::I64 => (v as i64).to_ne_bytes().to_vec(),
+        DType::F32 => (v as f32).to_ne_bytes().to_vec(),
+        DType::F64 => v.to_ne_bytes().to_vec(),
+    }
+}
+
+/// One element of type `from` (native-endian bytes) converted to `to` with Rust's `as`.
+fn cast_bytes(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
+    macro_rules! to {
+        ($x:expr) => {
+            match to {
+                DType::U8 => vec![$x as u8],
+                DType::I32 => ($x as i32).to_ne_bytes().to_vec(),
+                DType::I64 => ($x as i64).to_ne_bytes().to_vec(),
+                DType::F32 => ($x as f32).to_ne_bytes().to_vec(),
+                DType::F64 => ($x as f64).to_ne_bytes().to_vec(),
+            }
+        };
+    }
+    match from {
+        DType::U8 => to!(b[0]),
+        DType::I32 => to!(i32::from_ne_bytes(b.try_into().unwrap())),
+        DType::I64 => to!(i64::from_ne_bytes(b.try_into().unwrap())),
+        DType::F32 => to!(f32::from_ne_bytes(b.try_into().unwrap())),
+        DType::F64 => to!(f64::from_ne_bytes(b.try_into().unwrap())),
+    }
+}
+
+#[test]
+fn convert_is_rust_as_for_every_type_pair() {
+    let values = [
+        0.0,
+        -0.0,
+        1.0,
+        255.5,
+        256.0,
+        -0.5,
+        -1.0,
+        1e10,
+        -1e10,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        3.75e-3,
+    ];
+    for from in DType::ALL {
+        for to in DType::ALL {
+            let input: Vec<u8> = values.iter().flat_map(|&v| as_bytes(from, v)).collect();
+            let p = Pipeline::new(State::cpu([values.len()], from)).then(Convert(to));
+            let out = both(&p, &[0], &input);
+            let expected: Vec<u8> = input
+                .chunks(from.size())
+                .flat_map(|b| cast_bytes(from, to, b))
+                .collect();
+            assert_eq!(out, expected, "{from:?} -> {to:?}");
+        }
+    }
+}
