@@ -426,7 +426,7 @@ impl ProcessEpoch {
             if let Some(s) = self.page_slot.get_mut(page as usize) {
                 *s = NO_SLOT;
             }
-            self.in_use -= 1;
+            self.in_use = self.in_use.saturating_sub(1);
         }
         let range = self.schedule.prefetch_ranges[b].clone();
         let mut jobs = Vec::with_capacity(range.len());
