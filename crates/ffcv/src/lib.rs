@@ -55,6 +55,7 @@ mod cpus;
 pub mod decode;
 mod epoch;
 mod error;
+pub mod gpu;
 pub mod image;
 mod loader;
 mod memory;

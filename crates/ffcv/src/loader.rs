@@ -92,6 +92,7 @@ pub struct LoaderBuilder {
     cache: CacheConfig,
     allocator: Arc<dyn SlotAllocator>,
     stage: Option<Arc<dyn SlotStage>>,
+    to_device: Option<crate::gpu::ToDevice>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -132,7 +133,23 @@ impl LoaderBuilder {
             cache: CacheConfig::default(),
             allocator: Arc::new(HeapAllocator),
             stage: None,
+            to_device: None,
         }
+    }
+
+    /// Where batches go: `cpu` (default) or `cuda:N`, where every output is copied to the
+    /// device by a GPU stage ([`crate::gpu`]; `--device cuda:N`). Building fails with "no
+    /// CUDA driver found" on a machine without CUDA.
+    pub fn device(mut self, device: crate::gpu::DeviceSpec) -> Self {
+        self.to_device = Some(crate::gpu::ToDevice::new(device));
+        self
+    }
+
+    /// A GPU stage with on-device image normalization ([`crate::gpu::ToDevice`]); it
+    /// replaces [`LoaderBuilder::slot_allocator`] and [`LoaderBuilder::slot_stage`].
+    pub fn to_device(mut self, to_device: crate::gpu::ToDevice) -> Self {
+        self.to_device = Some(to_device);
+        self
     }
 
     /// Samples per batch (required, at least 1).
@@ -420,12 +437,23 @@ impl LoaderBuilder {
             return Err(self.config_error("every field is disabled: a batch would be empty"));
         }
         let cache = PageCache::new(Arc::clone(&reader), &self.cache)?;
-        let slots = Arc::new(SlotPool::new(
-            Arc::clone(&self.allocator),
-            self.stage.clone(),
-            self.batches_ahead + 2,
-        ));
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
+        let gpu = match &self.to_device {
+            Some(td) => crate::gpu::build_for_loader(
+                td,
+                &outputs,
+                batch_size,
+                self.batches_ahead,
+                seed,
+            )
+            .map_err(|e| self.config_error(e.to_string()))?,
+            None => None,
+        };
+        let (allocator, stage): (Arc<dyn SlotAllocator>, Option<Arc<dyn SlotStage>>) = match gpu {
+            Some(g) => (Arc::new(g.clone()), Some(Arc::new(g))),
+            None => (Arc::clone(&self.allocator), self.stage.clone()),
+        };
+        let slots = Arc::new(SlotPool::new(allocator, stage, self.batches_ahead + 2));
         crate::epoch::slot_sizes(&path, &outputs, batch_size)?;
         tracing::debug!(
             path = %path.display(),
