@@ -6,12 +6,13 @@
 //! An epoch is what a loader does: `schedule_epoch`, then per batch `start_batch` and a
 //! copy of every sample's bytes into the batch buffer on a rayon pool of all CPUs.
 //!
-//! - `page-cache/{os,process,process-mapped}/{order}/{size}`: warm (the file in the OS
-//!   page cache), one warm-up epoch, then three timed epochs alternating the caches;
-//!   median. `process` copies pages into its slots (FFCV's way), `process-mapped` maps
-//!   them (`map_pages`). Process rows carry `ratio` = process ÷ OS throughput for the
-//!   same order, and `read_amplification` = bytes the page readers read ÷ bytes of the
-//!   samples used.
+//! - `page-cache/{os,process,process-cpu-readers,process-mapped}/{order}/{size}`: warm
+//!   (the file in the OS page cache), one warm-up epoch, then three timed epochs
+//!   alternating the caches; median. `process` copies pages into its slots (FFCV's way,
+//!   12 readers), `process-cpu-readers` the same with one reader per CPU,
+//!   `process-mapped` serves them from the reader's map (`map_pages`). Process rows
+//!   carry `ratio` = process ÷ OS throughput for the same order, and
+//!   `read_amplification` = bytes the page readers read ÷ bytes of the samples used.
 //! - `page-cache/os-cold/{order}/{size}/{auto,none,sequential,random}`: the file evicted
 //!   from the OS cache first, one epoch (bounded to 8,192 samples for 3 KiB) with the
 //!   automatic `madvise` hint, none, or a fixed one; `storage_bytes_read` from
@@ -259,6 +260,15 @@ fn warm_rows(
             "process cache (prefetch 3, 12 readers, pages copied)",
             CacheConfig {
                 os_cache: false,
+                ..CacheConfig::default()
+            },
+        ),
+        (
+            "process-cpu-readers",
+            "process cache (prefetch 3, one reader per CPU, pages copied)",
+            CacheConfig {
+                os_cache: false,
+                reader_threads: threads,
                 ..CacheConfig::default()
             },
         ),
