@@ -13,6 +13,8 @@ use crate::report::Row;
 const ROW_HEIGHT: u32 = 18;
 const PANEL_HEADER: u32 = 40;
 const WIDTH: u32 = 1100;
+/// Approximate width in pixels of one character of the 11 px labels.
+const CHAR_WIDTH: f64 = 6.2;
 /// Left margin of each panel (the row names sit inside the bars).
 const LABEL_WIDTH: u32 = 10;
 
@@ -103,11 +105,17 @@ pub fn write_svg(path: &Path, rows: &[Row], labels: &[&str]) -> Result<(), Strin
         // Row i is drawn in the band [n - 1 - i, n - i): the first row at the top. Each bar
         // carries its row name inside, and its rate after its end.
         let band = |i: usize| rows_f - 1.0 - i as f64;
-        let palette = [BLUE, RED, GREEN, MAGENTA, CYAN];
+        let plot_width = chart.plotting_area().dim_in_pixel().0.max(1);
+        let x_per_pixel = max * 1.25 / f64::from(plot_width);
         chart
             .draw_series(rows.iter().enumerate().map(|(i, row)| {
-                let family = row.name.split('/').next().unwrap_or("");
-                let color = palette[family.len() % palette.len()];
+                let color = match row.name.split('/').next().unwrap_or("") {
+                    "loader" => BLUE,
+                    "reader" => RED,
+                    "page-cache" => GREEN,
+                    "jit" => MAGENTA,
+                    _ => CYAN,
+                };
                 Rectangle::new(
                     [(0.0, band(i) + 0.1), (row.samples_per_sec, band(i) + 0.9)],
                     color.mix(0.25).filled(),
@@ -125,9 +133,11 @@ pub fn write_svg(path: &Path, rows: &[Row], labels: &[&str]) -> Result<(), Strin
             .map_err(|e| err(&e))?;
         chart
             .draw_series(rows.iter().enumerate().map(|(i, row)| {
+                // After the bar, or after the name when the bar is shorter than its name.
+                let name_end = row.name.len() as f64 * CHAR_WIDTH * x_per_pixel;
                 Text::new(
                     format!(" {}", rate_label(row.samples_per_sec)),
-                    (row.samples_per_sec, band(i) + 0.85),
+                    (row.samples_per_sec.max(name_end), band(i) + 0.85),
                     ("sans-serif", 11).into_font(),
                 )
             }))
