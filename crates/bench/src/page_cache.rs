@@ -15,10 +15,9 @@
 //!   `read_amplification` = bytes the page readers read ÷ bytes of the samples used.
 //! - `page-cache/os-cold/{order}/{size}/{auto,none,sequential,random}`: the file evicted
 //!   from the OS cache first, one epoch (bounded to 8,192 samples for 3 KiB, and to a
-//!   quarter of the samples with the `random` hint) with the
-//!   automatic `madvise` hint, none, or a fixed one; `storage_bytes_read` from
-//!   `/proc/self/io` (what the kernel read from the device for this process, readahead
-//!   included).
+//!   quarter of the samples with the `random` hint) with the automatic `madvise` hint,
+//!   none, or a fixed one; `storage_bytes_read` from `/proc/self/io` (what the kernel
+//!   read from the device for this process, readahead included).
 //! - `page-cache/process-cold/quasi-random/128k/{buffered,direct,mapped}`: cold process
 //!   cache with buffered, `O_DIRECT` or mapped (`map_pages`) page reads;
 //!   `os_cache_bytes_after` shows whether the epoch filled the OS page cache.
