@@ -439,14 +439,10 @@ impl LoaderBuilder {
         let cache = PageCache::new(Arc::clone(&reader), &self.cache)?;
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
         let gpu = match &self.to_device {
-            Some(td) => crate::gpu::build_for_loader(
-                td,
-                &outputs,
-                batch_size,
-                self.batches_ahead,
-                seed,
-            )
-            .map_err(|e| self.config_error(e.to_string()))?,
+            Some(td) => {
+                crate::gpu::build_for_loader(td, &outputs, batch_size, self.batches_ahead, seed)
+                    .map_err(|e| self.config_error(e.to_string()))?
+            }
             None => None,
         };
         let (allocator, stage): (Arc<dyn SlotAllocator>, Option<Arc<dyn SlotStage>>) = match gpu {
