@@ -148,6 +148,18 @@ pub(crate) fn populate(map: &[u8], start: usize, len: usize) -> std::io::Result<
         let addr = range.as_ptr() as usize;
         let aligned = addr - addr % os_page;
         let span = range.len() + (addr - aligned);
+        // Already in the OS page cache (a warm file): nothing to read. Populating anyway
+        // costs about 0.3 µs per 4 KiB page (measured: 19 ms per epoch of 256 MiB), a
+        // residency check a hundredth of that.
+        let mut resident = vec![0u8; span.div_ceil(os_page)];
+        // SAFETY: [aligned, aligned + span) lies inside `map`'s mapping (see below);
+        // `resident` has one byte per OS page of it, as mincore requires; mincore only
+        // reports page-cache state and never touches the pages.
+        let rc =
+            unsafe { libc::mincore(aligned as *mut libc::c_void, span, resident.as_mut_ptr()) };
+        if rc == 0 && resident.iter().all(|r| r & 1 == 1) {
+            return Ok(());
+        }
         // SAFETY: [aligned, aligned + span) lies inside `map`'s mapping: `range` is inside
         // `map`, and rounding its start down to the OS page stays in the same mapping
         // (mappings start on page boundaries). MADV_POPULATE_READ only faults pages in;
