@@ -60,6 +60,7 @@ pub mod image;
 mod loader;
 mod memory;
 mod slots;
+pub mod transforms;
 
 pub use beton_io as format;
 pub use page_cache;

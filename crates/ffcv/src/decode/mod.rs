@@ -12,6 +12,7 @@
 //! adding an arm to [`default_decoder`] and [`DecoderChoice`]'s parser.
 
 mod defaults;
+mod image;
 pub(crate) mod kernel;
 mod spec;
 
@@ -25,7 +26,10 @@ pub use defaults::{
     BytesDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder, RawBytesDecoder,
     default_decoder,
 };
-pub use spec::{DecoderChoice, UnknownDecoder};
+pub use image::{
+    CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
+};
+pub use spec::{DecoderChoice, UnknownDecoder, parse_field_decoder};
 
 /// What kind of values an output holds: decides which helpers a [`crate::Batch`] offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

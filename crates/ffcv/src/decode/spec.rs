@@ -1,14 +1,23 @@
 //! Decoders named in text (`ffcv bench --decoder FIELD=SPEC`, `ffcv dump --decoder`).
+//!
+//! One parser for every command: [`DecoderChoice`]'s `FromStr` reads a SPEC and
+//! [`parse_field_decoder`] reads `FIELD=SPEC`.
 
 use std::str::FromStr;
 use std::sync::Arc;
 
+use super::image::{
+    CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
+};
 use super::{
     BytesDecoder, Decoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder, RawBytesDecoder,
 };
 
 /// A field's decoder chosen by name: `default`, `none` (disable the field), `raw-bytes`
-/// (the stored bytes of any field), `int`, `float`, `bytes`, `json`, `ndarray`.
+/// (the stored bytes of any field), `int`, `float`, `bytes`, `json`, `ndarray`, and the
+/// image decoders `simple`, `center-crop:HxW[:RATIO]` (ratio 224/256 by default) and
+/// `random-resized-crop:HxW[:SCALE_LO,SCALE_HI[:RATIO_LO,RATIO_HI]]` (FFCV's defaults
+/// `0.08,1` and `0.75,1.3333`).
 #[derive(Clone)]
 pub enum DecoderChoice {
     /// The field type's default decoder.
@@ -29,18 +38,132 @@ impl std::fmt::Debug for DecoderChoice {
     }
 }
 
-/// A decoder name none of the known ones.
+/// A decoder SPEC that names no known decoder, or whose parameters are malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown decoder {0:?}: expected default, none, raw-bytes, int, float, bytes, json or ndarray"
+    "invalid decoder {spec:?}: {reason} (expected default, none, raw-bytes, int, float, bytes, \
+     json, ndarray, simple, center-crop:HxW[:RATIO] or random-resized-crop:HxW[:LO,HI[:LO,HI]])"
 )]
-pub struct UnknownDecoder(pub String);
+pub struct UnknownDecoder {
+    /// The text given.
+    pub spec: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl UnknownDecoder {
+    fn new(spec: &str, reason: impl Into<String>) -> UnknownDecoder {
+        UnknownDecoder {
+            spec: spec.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `HxW` as `(height, width)`, both positive.
+fn parse_size(spec: &str, text: &str) -> Result<(u32, u32), UnknownDecoder> {
+    let bad = || UnknownDecoder::new(spec, format!("size {text:?} is not HxW (e.g. 224x224)"));
+    let (h, w) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+    let h: u32 = h.trim().parse().map_err(|_| bad())?;
+    let w: u32 = w.trim().parse().map_err(|_| bad())?;
+    if h == 0 || w == 0 {
+        return Err(UnknownDecoder::new(
+            spec,
+            format!("size {text:?} has a zero side"),
+        ));
+    }
+    Ok((h, w))
+}
+
+/// A positive finite number.
+fn parse_positive(spec: &str, text: &str) -> Result<f64, UnknownDecoder> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(UnknownDecoder::new(
+            spec,
+            format!("{text:?} is not a positive number"),
+        )),
+    }
+}
+
+/// `LO,HI` with `0 < LO <= HI`.
+fn parse_range(spec: &str, text: &str) -> Result<(f64, f64), UnknownDecoder> {
+    let (lo, hi) = text
+        .split_once(',')
+        .ok_or_else(|| UnknownDecoder::new(spec, format!("range {text:?} is not LO,HI")))?;
+    let (lo, hi) = (parse_positive(spec, lo)?, parse_positive(spec, hi)?);
+    if lo > hi {
+        return Err(UnknownDecoder::new(
+            spec,
+            format!("range {text:?} has LO above HI"),
+        ));
+    }
+    Ok((lo, hi))
+}
+
+fn parse_image(
+    spec: &str,
+    name: &str,
+    params: &[&str],
+) -> Result<Arc<dyn Decoder>, UnknownDecoder> {
+    let too_many =
+        |most: usize| UnknownDecoder::new(spec, format!("{name} takes at most {most} parameters"));
+    match name {
+        "simple" => {
+            if !params.is_empty() {
+                return Err(too_many(0));
+            }
+            Ok(Arc::new(SimpleRGBImageDecoder))
+        }
+        "center-crop" => {
+            let size = params
+                .first()
+                .ok_or_else(|| UnknownDecoder::new(spec, "center-crop needs an output size HxW"))?;
+            let size = parse_size(spec, size)?;
+            let ratio = match params.get(1) {
+                Some(r) => parse_positive(spec, r)?,
+                None => CenterCropRGBImageDecoder::DEFAULT_RATIO,
+            };
+            if params.len() > 2 {
+                return Err(too_many(2));
+            }
+            Ok(Arc::new(CenterCropRGBImageDecoder::new(size, ratio)))
+        }
+        _ => {
+            let size = params.first().ok_or_else(|| {
+                UnknownDecoder::new(spec, "random-resized-crop needs an output size HxW")
+            })?;
+            let mut d = RandomResizedCropRGBImageDecoder::new(parse_size(spec, size)?);
+            if let Some(scale) = params.get(1) {
+                d.params.scale = parse_range(spec, scale)?;
+            }
+            if let Some(ratio) = params.get(2) {
+                d.params.ratio = parse_range(spec, ratio)?;
+            }
+            if params.len() > 3 {
+                return Err(too_many(3));
+            }
+            Ok(Arc::new(d))
+        }
+    }
+}
 
 impl FromStr for DecoderChoice {
     type Err = UnknownDecoder;
 
     fn from_str(text: &str) -> Result<DecoderChoice, UnknownDecoder> {
-        let d: Arc<dyn Decoder> = match text.trim().to_ascii_lowercase().as_str() {
+        let lower = text.trim().to_ascii_lowercase();
+        let mut parts = lower.split(':');
+        let name = parts.next().unwrap_or_default();
+        let params: Vec<&str> = parts.collect();
+        let d: Arc<dyn Decoder> = match name {
+            "simple" | "center-crop" | "random-resized-crop" => parse_image(text, name, &params)?,
+            _ if !params.is_empty() => {
+                return Err(UnknownDecoder::new(
+                    text,
+                    format!("{name:?} takes no parameters"),
+                ));
+            }
             "default" => return Ok(DecoderChoice::Default),
             "none" | "disabled" | "off" => return Ok(DecoderChoice::Disabled),
             "raw-bytes" | "raw" => Arc::new(RawBytesDecoder),
@@ -49,8 +172,28 @@ impl FromStr for DecoderChoice {
             "bytes" => Arc::new(BytesDecoder),
             "json" => Arc::new(JsonDecoder),
             "ndarray" => Arc::new(NdArrayDecoder),
-            _ => return Err(UnknownDecoder(text.to_owned())),
+            _ => return Err(UnknownDecoder::new(text, "no decoder has this name")),
         };
         Ok(DecoderChoice::Decoder(d))
     }
+}
+
+/// Parses `FIELD=SPEC` (as `--decoder` takes it) into the field name and its decoder.
+///
+/// ```
+/// let (field, choice) = ffcv::decode::parse_field_decoder("image=center-crop:32x32").unwrap();
+/// assert_eq!(field, "image");
+/// assert!(matches!(choice, ffcv::DecoderChoice::Decoder(d) if d.name() == "CenterCropRGBImageDecoder"));
+/// ```
+pub fn parse_field_decoder(text: &str) -> Result<(String, DecoderChoice), UnknownDecoder> {
+    let (field, spec) = text.split_once('=').ok_or_else(|| {
+        UnknownDecoder::new(
+            text,
+            "not FIELD=SPEC (e.g. image=center-crop:224x224, label=none)",
+        )
+    })?;
+    if field.is_empty() {
+        return Err(UnknownDecoder::new(text, "the field name is empty"));
+    }
+    Ok((field.to_owned(), spec.parse()?))
 }

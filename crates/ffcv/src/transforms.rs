@@ -1,0 +1,195 @@
+//! FFCV's transforms under their FFCV names, for a field's [`crate::PipelineSpec`].
+//!
+//! Most are pipeline-jit's built-in operations ([`pipeline_jit::ops`]): element-wise and
+//! indexing ones lower to expressions that the JIT fuses with their neighbours, and the
+//! random ones ([`RandomHorizontalFlip`], [`Cutout`], [`RandomTranslate`]) draw their
+//! parameters from a generator seeded by (seed, epoch, sample, operation index), so a
+//! batch is the same whatever the thread count. The constructors here give FFCV's
+//! parameter forms and defaults; the types are re-exported for full control.
+//! [`ReplaceLabel`] is an index-aware operation (a native kernel that reads the sample
+//! id), as FFCV's `ReplaceLabel`.
+//!
+//! ```
+//! use ffcv::decode::CenterCropRGBImageDecoder;
+//! use ffcv::transforms::{self, IMAGENET_MEAN, IMAGENET_STD};
+//! use ffcv::jit::DType;
+//! use ffcv::{Loader, PipelineSpec};
+//!
+//! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/images_jpg.beton");
+//! let image = PipelineSpec::new(CenterCropRGBImageDecoder::new((32, 32), 224.0 / 256.0))
+//!     .then(transforms::random_horizontal_flip(0.5))
+//!     .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, DType::F32))
+//!     .then(transforms::to_torch_image());
+//! let mut loader = Loader::builder(path).batch_size(8).seed(1).pipeline("image", image).build()?;
+//! let batch = loader.iter().next().unwrap()?;
+//! assert_eq!(batch.get::<f32>("image")?.shape(), &[8, 3, 32, 32]);
+//! # Ok::<(), ffcv::Error>(())
+//! ```
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use pipeline_jit::{DType, KernelArgs, Lowered, NativeKernel, Operation, State};
+
+pub use pipeline_jit::ops::{
+    Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
+    ToChw,
+};
+
+/// ImageNet's per-channel RGB means on the 0..255 scale (FFCV's examples' values).
+pub const IMAGENET_MEAN: [f64; 3] = [0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0];
+/// ImageNet's per-channel RGB standard deviations on the 0..255 scale.
+pub const IMAGENET_STD: [f64; 3] = [0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0];
+
+/// FFCV's `ToTensor` followed by `ToTorchImage`: `[H, W, C]` rows become `[C, H, W]`.
+/// (Batches are typed buffers already, so the tensor conversion itself has nothing to do;
+/// only the layout change remains.)
+pub fn to_tensor() -> ToChw {
+    ToChw
+}
+
+/// FFCV's `ToTorchImage(channels_last=False)`: `[H, W, C]` → `[C, H, W]`.
+pub fn to_torch_image() -> ToChw {
+    ToChw
+}
+
+/// FFCV's `Convert(dtype)` (Rust `as` semantics: floats to integers saturate).
+pub fn convert(dtype: DType) -> Convert {
+    Convert(dtype)
+}
+
+/// FFCV's `NormalizeImage(mean, std, type)`: `(x - mean[c]) / std[c]` per channel of an
+/// `[H, W, 3]` image, as `dtype` (`F32` or `F64`); for `u8` input through a 256-entry table
+/// per channel as FFCV does.
+pub fn normalize_image(mean: [f64; 3], std: [f64; 3], dtype: DType) -> NormalizeImage {
+    NormalizeImage {
+        mean: mean.to_vec(),
+        std: std.to_vec(),
+        dtype,
+    }
+}
+
+/// FFCV's `RandomHorizontalFlip(flip_prob)` (FFCV's default is 0.5).
+pub fn random_horizontal_flip(flip_prob: f64) -> RandomHorizontalFlip {
+    RandomHorizontalFlip(flip_prob)
+}
+
+/// FFCV's `Cutout(crop_size, fill)`: a `crop_size` square at a random place filled with
+/// the per-channel `fill` (FFCV's default `(0, 0, 0)`).
+pub fn cutout(crop_size: usize, fill: [u8; 3]) -> Cutout {
+    Cutout {
+        size: crop_size,
+        fill: fill.iter().map(|&v| f64::from(v)).collect(),
+    }
+}
+
+/// FFCV's `RandomTranslate(padding, fill)`: shift by up to `padding` pixels each way,
+/// uncovered pixels get `fill` (FFCV's default `(0, 0, 0)`).
+pub fn random_translate(padding: usize, fill: [u8; 3]) -> RandomTranslate {
+    RandomTranslate {
+        padding,
+        fill: fill.iter().map(|&v| f64::from(v)).collect(),
+    }
+}
+
+/// FFCV's `Squeeze()`: drops every axis of length 1 (labels `[B, 1]` → `[B]`).
+pub fn squeeze() -> Squeeze {
+    Squeeze
+}
+
+/// FFCV's `ReplaceLabel(indices, new_label)`: the label of every sample whose id is in
+/// `indices` becomes `new_label`; others pass unchanged. Goes after an `IntDecoder`
+/// (an `i64` or `i32` row of one value). Reads the sample id, so it is a native kernel:
+/// it costs one set lookup per sample.
+#[derive(Debug, Clone)]
+pub struct ReplaceLabel {
+    context: Arc<ReplaceContext>,
+}
+
+#[derive(Debug)]
+struct ReplaceContext {
+    indices: HashSet<u64>,
+    new_label: i64,
+    width: usize,
+}
+
+impl ReplaceLabel {
+    /// Replaces the label of the samples in `indices` with `new_label`.
+    pub fn new(indices: impl IntoIterator<Item = u64>, new_label: i64) -> ReplaceLabel {
+        ReplaceLabel {
+            context: Arc::new(ReplaceContext {
+                indices: indices.into_iter().collect(),
+                new_label,
+                width: 0,
+            }),
+        }
+    }
+}
+
+impl Operation for ReplaceLabel {
+    fn name(&self) -> String {
+        "ReplaceLabel".into()
+    }
+
+    fn lower(&self, input: &State) -> Result<Lowered, String> {
+        if input.shape.iter().product::<usize>() != 1 {
+            return Err(format!(
+                "replaces one label per sample, but rows have shape {:?}",
+                input.shape
+            ));
+        }
+        let width = match input.dtype {
+            DType::I64 => 8,
+            DType::I32 => {
+                if i32::try_from(self.context.new_label).is_err() {
+                    return Err(format!(
+                        "label {} does not fit the i32 rows",
+                        self.context.new_label
+                    ));
+                }
+                4
+            }
+            other => return Err(format!("labels are i64 or i32, not {other:?}")),
+        };
+        let context = Arc::new(ReplaceContext {
+            indices: self.context.indices.clone(),
+            new_label: self.context.new_label,
+            width,
+        });
+        Ok(Lowered::Native(NativeKernel::new(
+            input.clone(),
+            replace_label_kernel,
+            context,
+        )))
+    }
+}
+
+/// The kernel of [`ReplaceLabel`]: copies the row, or writes the new label.
+///
+/// # Safety
+/// `args` satisfies pipeline-jit's `KernelFn` contract and its context is the
+/// `ReplaceContext` the kernel was lowered with.
+unsafe extern "C" fn replace_label_kernel(args: *const KernelArgs) -> i32 {
+    // SAFETY: pipeline-jit passes a valid, live `KernelArgs` (the `KernelFn` contract).
+    let args = unsafe { &*args };
+    // SAFETY: `ReplaceLabel::lower` registered this kernel with an `Arc<ReplaceContext>`.
+    let ctx: &ReplaceContext = unsafe { args.context() };
+    // SAFETY: inside the kernel call; input and output are taken once each.
+    let (input, output) = unsafe { (args.input(), args.output()) };
+    if input.len() != ctx.width || output.len() != ctx.width {
+        return 1;
+    }
+    if ctx.indices.contains(&args.sample) {
+        let bytes = ctx.new_label.to_ne_bytes();
+        // Little- and big-endian both: the low `width` bytes of the i64 in native order.
+        let low = if cfg!(target_endian = "little") {
+            &bytes[..ctx.width]
+        } else {
+            &bytes[8 - ctx.width..]
+        };
+        output.copy_from_slice(low);
+    } else {
+        output.copy_from_slice(input);
+    }
+    0
+}
