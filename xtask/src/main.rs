@@ -5,6 +5,8 @@
 //! file-header check), so it builds in seconds on a fresh machine. The benchmark
 //! matrix itself lives in the `ffcv-bench` package.
 
+mod gpu_bundle;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -17,6 +19,8 @@ tasks:
                       (the whole workspace); stops at the first failing step
   bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
                       `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]`
+  gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
+                      target/gpu-bundle/ with a run.sh for a GPU host
   tidy                only the file-header check: every .rs file opens with a `//!` line
   help                this text";
 
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
         "verify" => verify(&root, &args[1..]),
         "bench" => bench(&root, &args[1..]),
         "tidy" => tidy(&root),
+        "gpu-bundle" => gpu_bundle::gpu_bundle(&root, &args[1..]),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
