@@ -34,6 +34,8 @@ pub struct Config {
     pub compile: bool,
     /// Queue depth.
     pub batches_ahead: usize,
+    /// Stage every batch on CUDA device 0 (a GPU row; skipped without a device).
+    pub cuda: bool,
 }
 
 /// The built-in orders by their command-line names.
@@ -82,6 +84,9 @@ impl Config {
         if self.batches_ahead != 3 {
             name.push_str(&format!("/ahead{}", self.batches_ahead));
         }
+        if self.cuda {
+            name.push_str("/cuda0");
+        }
         name
     }
 }
@@ -104,6 +109,7 @@ pub fn configs(label: &str) -> Vec<Config> {
                             workers,
                             compile,
                             batches_ahead: 3,
+                            cuda: false,
                         });
                     }
                 }
@@ -115,6 +121,7 @@ pub fn configs(label: &str) -> Vec<Config> {
             workers: None,
             compile: true,
             batches_ahead: 1,
+            cuda: false,
         });
     } else {
         for os_cache in [true, false] {
@@ -124,9 +131,19 @@ pub fn configs(label: &str) -> Vec<Config> {
                 workers: None,
                 compile: true,
                 batches_ahead: 3,
+                cuda: false,
             });
         }
     }
+    // The GPU row: the reference configuration with every output staged on the device.
+    configs.push(Config {
+        os_cache: true,
+        order: OrderName::Random,
+        workers: None,
+        compile: true,
+        batches_ahead: 3,
+        cuda: true,
+    });
     configs
 }
 
@@ -166,16 +183,20 @@ struct Measured {
 }
 
 fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
-    let mut loader = Loader::builder(&dataset.path)
+    let builder = Loader::builder(&dataset.path)
         .batch_size(batch_size(&dataset.label))
         .num_workers(config.workers.map_or(-1, |n| n as i64))
         .os_cache(config.os_cache)
         .order(config.order.order())
         .seed(0)
         .compile(config.compile)
-        .batches_ahead(config.batches_ahead)
-        .build()
-        .map_err(|err| err.to_string())?;
+        .batches_ahead(config.batches_ahead);
+    let builder = if config.cuda {
+        builder.device(ffcv::gpu::DeviceSpec::Cuda(0))
+    } else {
+        builder
+    };
+    let mut loader = builder.build().map_err(|err| err.to_string())?;
     run_epoch(&mut loader, &mut Vec::new())?;
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let before = loader.stats();
@@ -271,7 +292,11 @@ fn row_of(dataset: &Dataset, config: &Config, m: &Measured) -> Row {
                 "interpreted"
             },
             config.batches_ahead
-        ),
+        ) + if config.cuda {
+            ", staged on cuda:0"
+        } else {
+            ""
+        },
         samples_per_sec: m.samples_per_epoch as f64 / median,
         bytes_per_sec: m.payload_per_epoch as f64 / median,
         ..Row::default()
@@ -385,6 +410,7 @@ pub fn rows(
         workers: None,
         compile: true,
         batches_ahead: 3,
+        cuda: false,
     };
     let want_tracing = dataset.label == "3k" && keep(&tracing_row_name(&dataset.label));
     for config in configs(&dataset.label) {
@@ -404,6 +430,9 @@ pub fn rows(
                     rows.push(row);
                 }
             }
+            Err(err) if config.cuda && err.contains("no CUDA driver") => {
+                progress(&format!("{name}: skipped: no CUDA device"));
+            }
             Err(err) => progress(&format!("{name}: skipped: {err}")),
         }
     }
@@ -417,12 +446,13 @@ mod tests {
     #[test]
     fn the_cifar_matrix_covers_every_cache_order_worker_and_compiler_choice() {
         let names = row_names("3k");
-        assert_eq!(names.len(), 2 * 3 * 2 * 2 + 1 + 1);
+        assert_eq!(names.len(), 2 * 3 * 2 * 2 + 1 + 1 + 1);
         for name in [
             "loader/3k/os/sequential/1t/jit",
             "loader/3k/proc/quasi-random/all/interp",
             "loader/3k/os/random/all/jit/ahead1",
             "loader/3k/tracing-overhead",
+            "loader/3k/os/random/all/jit/cuda0",
         ] {
             assert!(names.iter().any(|n| n == name), "{name} missing");
         }
@@ -434,7 +464,8 @@ mod tests {
             row_names("128k"),
             [
                 "loader/128k/os/random/all/jit",
-                "loader/128k/proc/random/all/jit"
+                "loader/128k/proc/random/all/jit",
+                "loader/128k/os/random/all/jit/cuda0"
             ]
         );
     }
@@ -473,6 +504,7 @@ mod tests {
             workers: Some(1),
             compile: true,
             batches_ahead: 1,
+            cuda: false,
         };
         let m = measure(&dataset, &config).unwrap();
         // 100 samples, batch 64, drop_last: one batch of 64 per epoch.
