@@ -19,7 +19,7 @@
 //!   decoder (or [`LoaderBuilder::disable`]).
 //! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
 //!   `RGBImageField` encoding.
-//! - The lower crates are re-exported: [`format`](crate::format) (beton-io), [`traversal`],
+//! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
 //!   [`page_cache`], [`jit`] (pipeline-jit).
 //!
 //! # Example
