@@ -160,6 +160,12 @@ pub(crate) fn populate(map: &[u8], start: usize, len: usize) -> std::io::Result<
         if rc == 0 && resident.iter().all(|r| r & 1 == 1) {
             return Ok(());
         }
+        // Cold: ask for the whole range at once (large reads), then wait for it below;
+        // faulting alone reads in small readahead windows.
+        // SAFETY: same range as above; MADV_WILLNEED only starts readahead.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, span, libc::MADV_WILLNEED);
+        }
         // SAFETY: [aligned, aligned + span) lies inside `map`'s mapping: `range` is inside
         // `map`, and rounding its start down to the OS page stays in the same mapping
         // (mappings start on page boundaries). MADV_POPULATE_READ only faults pages in;
