@@ -206,6 +206,7 @@ fn bad_arguments_are_usage_errors_and_a_missing_file_a_runtime_error() {
         vec!["doctor", file, "--decoder", "nosuchfield=simple"],
         vec!["doctor", file, "--decoder", "label=no-such-decoder"],
         vec!["doctor", file, "--max-memory", "lots"],
+        vec!["doctor", file, "--device", "tpu:0"],
     ] {
         let run = ffcv(&args);
         assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);

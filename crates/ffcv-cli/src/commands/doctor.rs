@@ -111,6 +111,11 @@ pub struct DoctorArgs {
     #[arg(long = "decoder", value_name = "FIELD=SPEC")]
     pub decoders: Vec<String>,
 
+    /// Where batches go: `cpu`, or `cuda:N` to stage every batch on that GPU through the
+    /// loader's GPU stage.
+    #[arg(long, default_value = "cpu")]
+    pub device: ffcv::gpu::DeviceSpec,
+
     /// Seconds all measurements together may take.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub time_budget: f64,
@@ -426,6 +431,9 @@ impl Report<'_> {
         }
         for decoder in &self.args.decoders {
             let _ = write!(command, " --decoder {decoder}");
+        }
+        if self.args.device != ffcv::gpu::DeviceSpec::Cpu {
+            let _ = write!(command, " --device {}", self.args.device);
         }
         command
     }

@@ -68,8 +68,11 @@ pub struct Measurement {
     pub slot_wait_seconds: f64,
     /// Time the consumer waited for the next batch.
     pub consumer_wait_seconds: f64,
-    /// Host-to-device copy time; `None` when the pipeline has no GPU stage.
+    /// Host-to-device copy time; `None` when the pipeline has no GPU stage or the loader
+    /// does not report it.
     pub h2d_seconds: Option<f64>,
+    /// Batches went through a GPU stage.
+    pub gpu_stage: bool,
     /// Peak resident set size of the process, when known.
     pub peak_rss_bytes: Option<u64>,
     /// Pipeline threads that ran.
@@ -119,6 +122,7 @@ impl Measurement {
             "slot_wait_seconds": self.slot_wait_seconds,
             "consumer_wait_seconds": self.consumer_wait_seconds,
             "h2d_seconds": self.h2d_seconds,
+            "gpu_stage": self.gpu_stage,
             "peak_rss_bytes": self.peak_rss_bytes,
             "workers": self.workers,
             "cpu_seconds": self.cpu_seconds,
@@ -329,6 +333,9 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
             "host-to-device copies: {h2d:.3} s ({:.0}% of wall time)",
             100.0 * m.h2d_share()
         )),
+        None if m.gpu_stage => evidence.push(
+            "GPU stage present, but the loader does not report its copy time: compare with --device cpu".to_owned(),
+        ),
         None => evidence.push("no GPU stage".to_owned()),
     }
     let rss_share = match (m.peak_rss_bytes, memory.limit_bytes) {
@@ -619,6 +626,16 @@ mod tests {
         let d = diagnose(&m, &MemoryContext::default());
         assert_eq!(d.resource, Resource::GpuLink);
         assert!(!d.evidence.iter().any(|e| e == "no GPU stage"));
+        let unreported = Measurement {
+            gpu_stage: true,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&unreported, &MemoryContext::default());
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.starts_with("GPU stage present"))
+        );
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
     if args.direct_io {
         builder = builder.direct_io(true);
     }
+    if args.device != ffcv::gpu::DeviceSpec::Cpu {
+        builder = builder.device(args.device);
+    }
     if args.world_size > 1 {
         builder = builder
             .distributed(true)
@@ -90,7 +93,9 @@ pub fn measure(
         stage_seconds: (after.decode - before.decode).as_secs_f64(),
         slot_wait_seconds: (after.wait_slot - before.wait_slot).as_secs_f64(),
         consumer_wait_seconds: taken.waited.as_secs_f64(),
+        // The loader does not report its GPU stage's copy time yet.
         h2d_seconds: None,
+        gpu_stage: args.device != ffcv::gpu::DeviceSpec::Cpu,
         peak_rss_bytes: peak_rss_bytes(),
         workers: loader.num_workers(),
         cpu_seconds: cpu,
