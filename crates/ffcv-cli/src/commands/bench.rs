@@ -128,6 +128,11 @@ pub struct BenchArgs {
     /// Read every byte of every batch (default: only touch each batch).
     #[arg(long)]
     pub touch: bool,
+
+    /// Where batches go: `cpu`, or `cuda:N` to copy every batch to that GPU through the
+    /// loader's GPU stage (each batch waited for on the host before the next).
+    #[arg(long, default_value = "cpu")]
+    pub device: ffcv::gpu::DeviceSpec,
 }
 
 /// One timed epoch.
@@ -209,14 +214,24 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
     let io_before = proc_read_bytes();
     let mut latencies = Vec::with_capacity(loader.len());
     let mut sink = 0u64;
+    let loader_path = loader.reader().path().to_owned();
     let start = Instant::now();
     {
         let mut it = loader.iter();
         loop {
             let t = Instant::now();
             let Some(item) = it.next() else { break };
+            let batch = item?;
+            if let Some(gpu) = batch.attachment::<ffcv::gpu::GpuBatch>() {
+                // A GPU batch counts once its copy to the device is done.
+                gpu.synchronize().map_err(|e| ffcv::Error::SlotStage {
+                    path: loader_path.clone(),
+                    batch: batch.index(),
+                    message: e.to_string(),
+                })?;
+            }
             latencies.push(t.elapsed());
-            sink = sink.wrapping_add(consume(&item?, touch));
+            sink = sink.wrapping_add(consume(&batch, touch));
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -255,6 +270,9 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
         .recompile(args.recompile)
         .compile(!args.no_compile)
         .direct_io(args.direct_io);
+    if args.device != ffcv::gpu::DeviceSpec::Cpu {
+        b = b.device(args.device);
+    }
     if let Some(seed) = args.seed {
         b = b.seed(seed);
     }
