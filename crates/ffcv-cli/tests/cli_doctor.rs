@@ -383,3 +383,76 @@ fn a_budget_too_small_for_any_schedule_reports_the_memory_guard() {
         report["diagnosis"]
     );
 }
+
+/// Writes `samples` JPEG images of 160 to 256 pixels a side (quality 90) with a label.
+fn jpeg_file(dir: &Path, samples: u64) -> PathBuf {
+    use beton_io::{FieldSpec, FieldType, FieldValue, RgbImage};
+    use ffcv::image::{SyntheticImageSpec, synthetic_jpeg};
+    let path = dir.join("jpeg.beton");
+    let fields = vec![
+        FieldSpec::new("image", FieldType::RgbImage),
+        FieldSpec::new("label", FieldType::Int),
+    ];
+    DatasetWriter::new(&path, fields)
+        .unwrap()
+        .write(&from_fn(samples, |i| {
+            let (bytes, width, height) =
+                synthetic_jpeg(11, i, SyntheticImageSpec::default(), 90).unwrap();
+            Ok(vec![
+                FieldValue::RgbImage(RgbImage::Jpeg {
+                    width: width as u16,
+                    height: height as u16,
+                    bytes,
+                }),
+                FieldValue::Int(i as i64 % 10),
+            ])
+        }))
+        .unwrap();
+    path
+}
+
+#[test]
+fn a_jpeg_dataset_with_an_expensive_pipeline_names_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = jpeg_file(dir.path(), 160);
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "16",
+        "--decoder",
+        "image=random-resized-crop:64x64",
+        "--time-budget",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(report["facts"]["jpeg"], true);
+    assert_eq!(
+        report["facts"]["pipeline"][0],
+        "image (RGBImageField): random-resized-crop:64x64"
+    );
+    assert_eq!(report["rules"]["os_cache"], true);
+    let baseline = &trials(&report)[0]["measurement"];
+    assert!(
+        baseline["samples_per_sec"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    let diagnosis = &report["diagnosis"];
+    assert_eq!(diagnosis["scarce_resource"], "cpu", "{diagnosis}");
+    // Decoding dominates: the stages take most of the wall time, page reads none of it.
+    let best = report["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|t| t["kept"] == true)
+        .unwrap();
+    let m = &best["measurement"];
+    assert!(m["cpu_busy_share"].as_f64().unwrap() > m["page_wait_share"].as_f64().unwrap());
+    assert!(m["cpu_busy_share"].as_f64().unwrap() > m["slot_wait_share"].as_f64().unwrap());
+    assert!(
+        report["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("--decoder image=random-resized-crop:64x64")
+    );
+}
