@@ -46,25 +46,41 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn rows() -> Result<Vec<Row>, String> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?,
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| e.to_string())?,
     );
     let err = |e: pipeline_jit::Error| e.to_string();
     let jit = Executor::with_pool(&pipeline(0), true, pool.clone()).map_err(err)?;
     let interp = Executor::with_pool(&pipeline(0), false, pool.clone()).map_err(err)?;
     let ids: Vec<u64> = (0..BATCH as u64).collect();
-    let input: Vec<u8> = (0..BATCH * 3072).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let input: Vec<u8> = (0..BATCH * 3072)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let out_bytes = BATCH * jit.plan().output_bytes();
     let jit_out = std::sync::Mutex::new(vec![0u8; out_bytes]);
     let interp_out = std::sync::Mutex::new(vec![0u8; out_bytes]);
     let pass = |ex: &Executor, out: &std::sync::Mutex<Vec<u8>>| -> Result<(), String> {
         let mut out = out.lock().map_err(|e| e.to_string())?;
         for b in 0..BATCHES_PER_PASS {
-            ex.run(Batch { sample_ids: &ids, input: &input, output: &mut out, seed: 0, epoch: b as u64 }).map_err(err)?;
+            ex.run(Batch {
+                sample_ids: &ids,
+                input: &input,
+                output: &mut out,
+                seed: 0,
+                epoch: b as u64,
+            })
+            .map_err(err)?;
         }
         Ok(())
     };
-    let [t_jit, t_interp] = timing::interleaved(REPS, [&|| pass(&jit, &jit_out), &|| pass(&interp, &interp_out)])?;
-    let identical = *jit_out.lock().map_err(|e| e.to_string())? == *interp_out.lock().map_err(|e| e.to_string())?;
+    let [t_jit, t_interp] = timing::interleaved(
+        REPS,
+        [&|| pass(&jit, &jit_out), &|| pass(&interp, &interp_out)],
+    )?;
+    let identical = *jit_out.lock().map_err(|e| e.to_string())?
+        == *interp_out.lock().map_err(|e| e.to_string())?;
     if !identical {
         return Err("jit: the JIT's output differs from the interpreter's".into());
     }
@@ -113,7 +129,9 @@ pub fn rows() -> Result<Vec<Row>, String> {
         bytes_per_sec: bytes(interp_sps),
         ..Row::default()
     };
-    interpreted.extra.insert("seconds".into(), t_interp.summary());
+    interpreted
+        .extra
+        .insert("seconds".into(), t_interp.summary());
     let mut compile = Row {
         name: "jit/compile".into(),
         config: format!("{config}; epoch = {EPOCH_SAMPLES} samples at the fused rate"),
@@ -122,8 +140,13 @@ pub fn rows() -> Result<Vec<Row>, String> {
         ..Row::default()
     };
     compile.extra.insert("compile_ms".into(), json!(compile_ms));
-    compile.extra.insert("recompile_ms".into(), json!(recompile_ms));
+    compile
+        .extra
+        .insert("recompile_ms".into(), json!(recompile_ms));
     compile.extra.insert("epoch_ms".into(), json!(epoch_ms));
-    compile.extra.insert("recompile_fraction_of_epoch".into(), json!(recompile_ms / epoch_ms));
+    compile.extra.insert(
+        "recompile_fraction_of_epoch".into(),
+        json!(recompile_ms / epoch_ms),
+    );
     Ok(vec![fused, interpreted, compile])
 }
