@@ -49,6 +49,10 @@ pub enum CliError {
         reason: String,
     },
 
+    /// The loader (`ffcv dump --decoder`) could not be built or failed to decode a sample.
+    #[error(transparent)]
+    Loader(#[from] ffcv::Error),
+
     /// The options given do not fit together (exit status 2, like clap's usage errors).
     #[error("{0}")]
     Usage(String),

@@ -31,7 +31,17 @@ pub struct DumpArgs {
     /// Also print the decoded bytes of bytes, ndarray and image fields as base64 (`b64`).
     #[arg(long)]
     pub raw: bool,
+    /// Decode FIELD with a loader decoder instead (repeatable): FIELD=SPEC, SPEC one of
+    /// simple, center-crop:HxW[:RATIO], random-resized-crop:HxW[:LO,HI[:LO,HI]], none,
+    /// raw-bytes, int, float, bytes, json, ndarray, default.
+    #[arg(long, value_parser = ffcv::decode::parse_field_decoder)]
+    pub decoder: Vec<(String, ffcv::DecoderChoice)>,
+    /// Seed of random decoders (their output equals a loader's first epoch with this seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
+
+mod decoded;
 
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
@@ -49,10 +59,15 @@ pub fn run(args: &DumpArgs) -> Result<()> {
         Some(count) => args.start.saturating_add(count).min(num_samples),
         None => num_samples,
     };
+    decoded::check_fields(&reader, &args.decoder)?;
+    let mut chosen =
+        decoded::decode_range(&reader, &args.decoder, args.seed, args.start..end, args.raw)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for sample in args.start..end {
-        let line = sample_row(&reader, &selected, sample, args.raw)?.to_python_json();
+        let mut row = sample_row(&reader, &selected, sample, args.raw)?;
+        decoded::patch(&mut row, chosen.remove(&sample), &args.decoder);
+        let line = row.to_python_json();
         out.write_all(line.as_bytes())
             .and_then(|()| out.write_all(b"\n"))
             .map_err(CliError::Stdout)?;
