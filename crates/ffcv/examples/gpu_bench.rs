@@ -3,7 +3,7 @@
 //! failed (0 when all pass, or all skip for want of a CUDA device).
 //!
 //! - `h2d_throughput_in_loader`: the stage's H2D copies inside a running loader (32 MiB
-//!   batches of an NDArray field, timed with CUDA events on the slot streams) against a
+//!   batches of an NDArray field; the 32 MiB doubled, timed with CUDA events on the slot streams) against a
 //!   plain pinned `memcpy_htod` loop in the same run; passes at >= 90 %.
 //! - `end_to_end_jpeg`: a synthetic JPEG dataset (as `ffcv write synthetic --kind jpeg`,
 //!   sides 350..=400, written to a temporary directory), RandomResizedCrop 224 on the CPU,
@@ -36,6 +36,8 @@ use ffcv::{Loader, Order, PipelineSpec};
 use rand_core::SeedableRng;
 
 type Check = Result<(bool, String), String>;
+/// A named check, run in order.
+type NamedCheck<'a> = (&'a str, Box<dyn Fn() -> Check + 'a>);
 
 fn main() -> ExitCode {
     let mut device = DeviceSpec::Cuda(0);
@@ -94,7 +96,7 @@ fn main() -> ExitCode {
         ffcv::affinity_cpus()
     );
     let mut failed = false;
-    let checks: [(&str, Box<dyn Fn() -> Check>); 2] = [
+    let checks: [NamedCheck<'_>; 2] = [
         (names[0], Box::new(|| h2d_in_loader(&dev, device))),
         (
             names[1],
@@ -151,7 +153,9 @@ fn plain_h2d(dev: &Device, bytes: usize) -> Result<f64, String> {
 
 /// (b) The stage's copies inside the loader vs plain `memcpy_htod`.
 fn h2d_in_loader(dev: &Device, device: DeviceSpec) -> Check {
-    const ROW: usize = 1 << 20;
+    // 64 MiB batches: the host-side gap between the start event and the copy's launch
+    // (a few driver calls) is then a negligible part of each timed copy.
+    const ROW: usize = 2 << 20;
     const BATCH: usize = 32;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("payload.beton");
@@ -192,7 +196,7 @@ fn h2d_in_loader(dev: &Device, device: DeviceSpec) -> Check {
     Ok((
         ratio >= 0.90,
         format!(
-            "stage in the loader {:.1} GB/s vs plain pinned memcpy_htod {:.1} GB/s = {:.1}% (target >= 90%; {} timed copies of 32 MiB)",
+            "stage in the loader {:.1} GB/s vs plain pinned memcpy_htod {:.1} GB/s = {:.1}% (target >= 90%; {} timed copies of 64 MiB)",
             rate / 1e9,
             plain / 1e9,
             ratio * 100.0,
@@ -366,7 +370,8 @@ fn end_to_end(dev: &Device, device: DeviceSpec, images: u64, epochs: usize) -> C
     consumer.synchronize().map_err(|e| e.to_string())?;
     let stage = stage.ok_or("no batch")?;
     let before = stage.stats();
-    let mut waited = Duration::ZERO;
+    let mut waited_cpu = Duration::ZERO;
+    let mut waited_gpu = Duration::ZERO;
     let mut samples = 0usize;
     let mut batches = 0usize;
     let start = Instant::now();
@@ -375,13 +380,15 @@ fn end_to_end(dev: &Device, device: DeviceSpec, images: u64, epochs: usize) -> C
         loop {
             let t = Instant::now();
             let Some(batch) = it.next() else { break };
+            waited_cpu += t.elapsed();
+            let t = Instant::now();
             let batch = batch.map_err(|e| e.to_string())?;
             let g = gpu(&batch)?;
             // The consumer's stream waits for the copy and kernel; the host then waits for
             // the consumer's stream, as a training step that reads the batch would.
             g.wait_on(&consumer).map_err(|e| e.to_string())?;
             consumer.synchronize().map_err(|e| e.to_string())?;
-            waited += t.elapsed();
+            waited_gpu += t.elapsed();
             samples += batch.len();
             batches += 1;
         }
@@ -398,10 +405,11 @@ fn end_to_end(dev: &Device, device: DeviceSpec, images: u64, epochs: usize) -> C
     Ok((
         copy_frac < 0.10,
         format!(
-            "{rate:.0} images/s ({samples} images in {:.2} s, {epochs} epochs of {images} JPEGs 350..400 px, RandomResizedCrop 224 [example decoder over ffcv::image::RgbDecoderKernel] + flip + f16 CHW normalize on {device}, batch {BATCH}, {} workers); consumer waited {:.1}% of the time; GPU stage (copy + kernel) {:.2} ms = {:.1}% of a {:.1} ms batch, copy alone {:.2} ms = {:.1}% (aim < 10%)",
+            "{rate:.0} images/s ({samples} images in {:.2} s, {epochs} epochs of {images} JPEGs 350..400 px, RandomResizedCrop 224 [example decoder over ffcv::image::RgbDecoderKernel] + flip + f16 CHW normalize on {device}, batch {BATCH}, {} workers); the consumer (no work of its own) waited {:.1}% of the time for the CPU pipeline and {:.1}% for the device; GPU stage (copy + kernel) {:.2} ms = {:.1}% of a {:.1} ms batch, copy alone {:.2} ms = {:.1}% (aim < 10%)",
             wall.as_secs_f64(),
             loader.num_workers(),
-            100.0 * waited.as_secs_f64() / wall.as_secs_f64(),
+            100.0 * waited_cpu.as_secs_f64() / wall.as_secs_f64(),
+            100.0 * waited_gpu.as_secs_f64() / wall.as_secs_f64(),
             gpu_time * 1e3,
             100.0 * gpu_time / batch_time,
             batch_time * 1e3,

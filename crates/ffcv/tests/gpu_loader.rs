@@ -386,7 +386,6 @@ fn gpu_device_memory_is_flat_over_20_epochs() {
     };
     run_epoch(&mut loader);
     let before = device.mem_info().unwrap().free;
-    let slots = loader.stats().slots;
     for _ in 1..20 {
         run_epoch(&mut loader);
     }
@@ -396,10 +395,15 @@ fn gpu_device_memory_is_flat_over_20_epochs() {
         moved <= 1 << 20,
         "free device memory moved by {moved} bytes over 19 epochs ({before} -> {after})"
     );
-    assert_eq!(loader.stats().slots, slots, "no slot added after epoch 0");
-    assert_eq!(loader.stats().slot_allocations, slots);
+    // The stage allocated batches_ahead + 2 slots when the loader was built and never more;
+    // the loader bound at most that many.
+    let stage_slots = {
+        let batch = loader.iter().next().unwrap().unwrap();
+        gpu(&batch).stage().stage().num_slots()
+    };
+    assert_eq!(stage_slots, 3 + 2);
+    assert!(loader.stats().slots <= stage_slots);
     println!(
-        "\nPASS gpu_device_memory_flat: free device memory moved {moved} B over epochs 1..20 ({} slots, allocated once)",
-        slots
+        "\nPASS gpu_device_memory_flat: free device memory moved {moved} B over epochs 1..20 ({stage_slots} stage slots, allocated once)"
     );
 }
