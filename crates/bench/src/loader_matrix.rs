@@ -9,7 +9,11 @@
 //! with no subscriber installed against the run-to-run noise.
 
 use std::hint::black_box;
+use std::path::Path;
 use std::time::Instant;
+
+use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, RgbImage, from_fn};
+use ffcv::image::{SyntheticImageSpec, synthetic_jpeg};
 
 use ffcv::{Loader, Order};
 use serde_json::json;
@@ -123,6 +127,25 @@ pub fn configs(label: &str) -> Vec<Config> {
             batches_ahead: 1,
             cuda: false,
         });
+    } else if label == JPEG_LABEL {
+        for workers in [Some(1), None] {
+            configs.push(Config {
+                os_cache: true,
+                order: OrderName::Random,
+                workers,
+                compile: true,
+                batches_ahead: 3,
+                cuda: false,
+            });
+        }
+        configs.push(Config {
+            os_cache: false,
+            order: OrderName::QuasiRandom,
+            workers: None,
+            compile: true,
+            batches_ahead: 3,
+            cuda: false,
+        });
     } else {
         for os_cache in [true, false] {
             configs.push(Config {
@@ -163,7 +186,68 @@ pub fn row_names(label: &str) -> Vec<String> {
 
 /// Batch size of the rows on data set `label` (FFCV's benchmark sizes).
 pub fn batch_size(label: &str) -> usize {
-    if label == "3k" { 512 } else { 64 }
+    match label {
+        "3k" => 512,
+        JPEG_LABEL => 128,
+        _ => 64,
+    }
+}
+
+/// Label of the JPEG data set.
+pub const JPEG_LABEL: &str = "jpeg";
+/// JPEG images in the data set: 160 to 256 pixels a side, quality 90.
+pub const JPEG_SAMPLES: u64 = 2000;
+/// The JPEG rows' decoder: FFCV's RandomResizedCrop to 64x64.
+pub const JPEG_DECODER: &str = "random-resized-crop:64x64";
+
+/// The JPEG data set under `dir`: `JPEG_SAMPLES` synthetic JPEGs (`image`) with a label,
+/// written once and reused while its recorded parameters match.
+pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, String> {
+    let path = dir.join("loader-jpeg.beton");
+    let params_path = dir.join("loader-jpeg.params");
+    let params = format!(
+        "revision 1\nffcv::image::synthetic_jpeg seed 11, {JPEG_SAMPLES} images of 160..=256 px, quality 90, label = index % 10\n"
+    );
+    let reusable = std::fs::read_to_string(&params_path).is_ok_and(|old| old == params)
+        && beton_io::Reader::open(&path).is_ok_and(|r| r.num_samples() == JPEG_SAMPLES);
+    if !reusable {
+        progress(&format!(
+            "writing {} ({JPEG_SAMPLES} JPEGs)",
+            path.display()
+        ));
+        std::fs::create_dir_all(dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        let _ = std::fs::remove_file(&params_path);
+        let fields = vec![
+            FieldSpec::new("image", FieldType::RgbImage),
+            FieldSpec::new("label", FieldType::Int),
+        ];
+        DatasetWriter::new(&path, fields)
+            .and_then(|writer| {
+                writer.write(&from_fn(JPEG_SAMPLES, |i| {
+                    let (bytes, width, height) =
+                        synthetic_jpeg(11, i, SyntheticImageSpec::default(), 90)
+                            .map_err(|err| -> beton_io::SourceError { Box::new(err) })?;
+                    Ok(vec![
+                        FieldValue::RgbImage(RgbImage::Jpeg {
+                            width: width as u16,
+                            height: height as u16,
+                            bytes,
+                        }),
+                        FieldValue::Int(i as i64 % 10),
+                    ])
+                }))
+            })
+            .map_err(|err| err.to_string())?;
+        std::fs::write(&params_path, &params)
+            .map_err(|err| format!("cannot write {}: {err}", params_path.display()))?;
+    }
+    Ok(Dataset {
+        path,
+        label: JPEG_LABEL.to_owned(),
+        field: "image".to_owned(),
+        sample_description: format!("JPEG 160-256 px, {JPEG_DECODER}"),
+    })
 }
 
 /// The figures of one configuration.
@@ -191,6 +275,14 @@ fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
         .seed(0)
         .compile(config.compile)
         .batches_ahead(config.batches_ahead);
+    let builder = if dataset.label == JPEG_LABEL {
+        let decoder = JPEG_DECODER
+            .parse()
+            .map_err(|err| format!("{JPEG_DECODER}: {err}"))?;
+        builder.decoder("image", decoder)
+    } else {
+        builder
+    };
     let builder = if config.cuda {
         builder.device(ffcv::gpu::DeviceSpec::Cuda(0))
     } else {

@@ -151,7 +151,19 @@ fn run(args: &Args) -> Result<(), String> {
         rows.extend(suite_rows.into_iter().filter(|row| filter.keeps(&row.name)));
     }
 
-    let labels: Vec<&str> = datasets::small().iter().map(|r| r.label).collect();
+    if loader_matrix::row_names(loader_matrix::JPEG_LABEL)
+        .iter()
+        .any(|name| filter.keeps(name))
+    {
+        let dataset = loader_matrix::ensure_jpeg(&out_dir, &progress)?;
+        rows.extend(loader_matrix::rows(
+            &dataset,
+            &|name| filter.keeps(name),
+            &progress,
+        )?);
+    }
+    let mut labels: Vec<&str> = datasets::small().iter().map(|r| r.label).collect();
+    labels.push(loader_matrix::JPEG_LABEL);
     plot::write_svg(&out_dir.join("small.svg"), &rows, &labels)?;
 
     let report = Report {
