@@ -30,14 +30,18 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 mkdir -p logs
 
-# NVRTC for the normalize kernel: the newest CUDA lib64 that has libnvrtc.so.13.
+# NVRTC for the normalize kernel (CUDA 13): the first CUDA lib64 that has libnvrtc.so.13,
+# newest version first.
+nvrtc=""
 for dir in ${CUDA_HOME:+"$CUDA_HOME/lib64"} ${CUDA_PATH:+"$CUDA_PATH/lib64"} \
     $(ls -d /usr/local/cuda*/lib64 2>/dev/null | sort -rV); do
-    if [ -e "$dir/libnvrtc.so.13" ] || [ -e "$dir/libnvrtc.so" ]; then
+    if [ -e "$dir/libnvrtc.so.13" ]; then
+        nvrtc="$dir"
         export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         break
     fi
 done
+echo "nvrtc: ${nvrtc:-libnvrtc.so.13 not found under /usr/local/cuda*/lib64 (image checks need it)}"
 export RUST_LOG="${RUST_LOG:-warn}"
 
 if command -v nvidia-smi >/dev/null 2>&1; then
