@@ -49,6 +49,15 @@ pub enum CliError {
         reason: String,
     },
 
+    /// `ffcv write image-folder`: the source folder cannot be used.
+    #[error("{path}: {reason}")]
+    ImageFolder {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The loader (`ffcv dump --decoder`) could not be built or failed to decode a sample.
     #[error(transparent)]
     Loader(#[from] ffcv::Error),

@@ -22,6 +22,10 @@ pub enum Kind {
     CifarRaw,
     /// `image` (raw RGB image of the spec's H,W; 32x32 by default), `label` (0..10), `index`.
     ImagesRaw,
+    /// `image` (a JPEG of a synthetic picture: gradients, a rectangle, noise; sides drawn
+    /// from `shape` = `[MIN, MAX]`, 160..=256 by default; `jpeg_quality`), `label` (0..10),
+    /// `index`.
+    Jpeg,
 }
 
 impl Kind {
@@ -33,6 +37,7 @@ impl Kind {
             Kind::Ndarray => "ndarray",
             Kind::CifarRaw => "cifar-raw",
             Kind::ImagesRaw => "images-raw",
+            Kind::Jpeg => "jpeg",
         }
     }
 }
@@ -50,6 +55,8 @@ pub struct Spec {
     pub shape: Vec<u64>,
     /// The dtype of `ndarray` samples.
     pub dtype: DType,
+    /// JPEG quality of `jpeg` samples (1..=100).
+    pub jpeg_quality: u8,
 }
 
 impl Spec {
@@ -58,6 +65,7 @@ impl Spec {
     pub fn new(kind: Kind) -> Spec {
         let shape = match kind {
             Kind::ImagesRaw => vec![32, 32],
+            Kind::Jpeg => vec![160, 256],
             _ => vec![3, 4],
         };
         Spec {
@@ -66,6 +74,7 @@ impl Spec {
             mean_size: 4096,
             shape,
             dtype: DType::f32(),
+            jpeg_quality: 90,
         }
     }
 
@@ -93,6 +102,16 @@ impl Spec {
             }
             Kind::ImagesRaw => {
                 self.image_size()?;
+                vec![FieldSpec::new("image", FieldType::RgbImage), label, index]
+            }
+            Kind::Jpeg => {
+                self.jpeg_sides()?;
+                if !(1..=100).contains(&self.jpeg_quality) {
+                    return Err(format!(
+                        "JPEG quality {} is not in 1..=100",
+                        self.jpeg_quality
+                    ));
+                }
                 vec![FieldSpec::new("image", FieldType::RgbImage), label, index]
             }
         })
@@ -143,6 +162,35 @@ impl Spec {
                 };
                 vec![FieldValue::RgbImage(image), FieldValue::Int(label), id]
             }
+            Kind::Jpeg => {
+                let (min_side, max_side) = self.jpeg_sides().unwrap_or((1, 1));
+                let sides = ffcv::image::SyntheticImageSpec { min_side, max_side };
+                let label = FieldValue::Int(rng.below(10) as i64);
+                // `fields` validated the sides (u16) and the quality, so encoding succeeds;
+                // were it to fail, an empty JPEG makes the loader report this sample.
+                let (bytes, width, height) =
+                    ffcv::image::synthetic_jpeg(self.seed, index, sides, self.jpeg_quality)
+                        .unwrap_or((Vec::new(), 1, 1));
+                let image = RgbImage::Jpeg {
+                    width: u16::try_from(width).unwrap_or(0),
+                    height: u16::try_from(height).unwrap_or(0),
+                    bytes,
+                };
+                vec![FieldValue::RgbImage(image), label, id]
+            }
+        }
+    }
+
+    /// `(min, max)` side of `jpeg` images from `shape`, checked to fit u16.
+    fn jpeg_sides(&self) -> Result<(u32, u32), String> {
+        match self.shape[..] {
+            [lo, hi] if lo > 0 && lo <= hi && hi <= u64::from(u16::MAX) => {
+                Ok((lo as u32, hi as u32))
+            }
+            _ => Err(format!(
+                "jpeg image sides {:?} are not MIN,MAX with 1 <= MIN <= MAX <= 65535",
+                self.shape
+            )),
         }
     }
 
@@ -158,6 +206,11 @@ impl Spec {
             Kind::ImagesRaw => {
                 let (h, w) = self.image_size().ok()?;
                 Some(u64::from(h) * u64::from(w) * 3)
+            }
+            // A noisy JPEG stays below its raw size; twice it plus the headers is a safe bound.
+            Kind::Jpeg => {
+                let (_, max) = self.jpeg_sides().ok()?;
+                Some(u64::from(max) * u64::from(max) * 6 + 65536)
             }
         }
     }

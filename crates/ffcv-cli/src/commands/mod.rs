@@ -6,3 +6,4 @@ pub mod dump;
 pub mod inspect;
 pub mod order;
 pub mod write;
+pub mod write_images;

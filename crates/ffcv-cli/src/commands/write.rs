@@ -21,6 +21,8 @@ pub struct WriteArgs {
 enum WriteSource {
     /// Generate a dataset with deterministic pseudo-random content.
     Synthetic(SyntheticArgs),
+    /// Write an image folder (one subfolder per class; label = sorted class index).
+    ImageFolder(super::write_images::ImageFolderArgs),
 }
 
 /// Arguments of `ffcv write synthetic`.
@@ -52,12 +54,16 @@ pub struct SyntheticArgs {
     /// `ndarray`: the numpy dtype (default `<f4`; e.g. `|u1`, `>i8`, `<f2`, `|b1`).
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Options of `--kind jpeg`.
+    #[command(flatten)]
+    pub jpeg: super::write_images::SyntheticJpegArgs,
 }
 
 /// Runs `ffcv write`.
 pub fn run(args: &WriteArgs) -> Result<()> {
     match &args.source {
         WriteSource::Synthetic(args) => synthetic(args),
+        WriteSource::ImageFolder(args) => super::write_images::image_folder(args),
     }
 }
 
@@ -120,6 +126,7 @@ fn spec(args: &SyntheticArgs) -> Result<Spec> {
             .parse::<DType>()
             .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
     }
+    args.jpeg.apply(&mut spec)?;
     Ok(spec)
 }
 

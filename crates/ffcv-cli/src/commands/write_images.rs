@@ -1,0 +1,272 @@
+//! `ffcv write image-folder SRC OUT`: an image folder (one subfolder per class) as an FFCV
+//! `.beton` file, and the JPEG options of `ffcv write synthetic --kind jpeg`.
+//!
+//! Classes are the subfolders of SRC in sorted (byte-wise) order; a class's label is its
+//! position in that order, as torchvision's `ImageFolder` (what FFCV's examples write
+//! from). Each class's `.jpg`/`.jpeg`/`.png` files are taken in sorted order. Images are
+//! encoded as FFCV's `RGBImageField(write_mode, max_resolution, smart_threshold,
+//! jpeg_quality, compress_probability)` does ([`RgbImageEncoder`]), on every core by
+//! default; the fields are `image` (RGBImageField) and `label` (IntField), FFCV's layout.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
+use ffcv::image::{ImageMode, RgbImageEncoder, WriteMode, read_image_file};
+use ffcv::jit::rng::{sample_rng, sample_seed};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::byte_size::parse_byte_size;
+use crate::error::{CliError, Result};
+
+/// FFCV's `write_mode` on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteModeArg {
+    /// Raw pixels (FFCV's default).
+    Raw,
+    /// Always JPEG.
+    Jpg,
+    /// JPEG only for images whose raw pixels exceed --smart-threshold bytes.
+    Smart,
+    /// JPEG with probability --compress-probability per image.
+    Proportion,
+}
+
+/// Arguments of `ffcv write image-folder`.
+#[derive(clap::Args, Debug)]
+pub struct ImageFolderArgs {
+    /// The image folder: one subfolder per class, holding JPEG and PNG files.
+    pub src: PathBuf,
+    /// The .beton file to write.
+    pub out: PathBuf,
+    /// How images are stored.
+    #[arg(long, value_enum, default_value = "raw")]
+    pub write_mode: WriteModeArg,
+    /// Longest side after writing: larger images are area-downscaled keeping their aspect.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535))]
+    pub max_resolution: Option<u32>,
+    /// JPEG quality, 1..=100.
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg_quality: u8,
+    /// `smart` mode: raw images above this many bytes are stored as JPEG (e.g. `200KiB`).
+    #[arg(long, value_parser = parse_byte_size)]
+    pub smart_threshold: Option<u64>,
+    /// `proportion` mode: the probability that an image is stored as JPEG.
+    #[arg(long, default_value_t = 0.5)]
+    pub compress_probability: f64,
+    /// Seed of the `proportion` mode's draws (the same seed writes the same file).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
+    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
+    pub page_size: u64,
+    /// Writer threads (default: the CPUs available).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SyntheticJpegArgs {
+    /// `jpeg`: the smallest image side (default 160).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub min_size: Option<u16>,
+    /// `jpeg`: the largest image side (default 256).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_size: Option<u16>,
+    /// `jpeg`: the JPEG quality, 1..=100 (default 90).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg_quality: Option<u8>,
+}
+
+impl SyntheticJpegArgs {
+    /// Applies the options to `spec`; they are a usage error for other kinds.
+    pub fn apply(&self, spec: &mut ffcv_cli::synthetic::Spec) -> Result<()> {
+        let given =
+            self.min_size.is_some() || self.max_size.is_some() || self.jpeg_quality.is_some();
+        if spec.kind != ffcv_cli::synthetic::Kind::Jpeg {
+            if given {
+                return Err(CliError::Usage(format!(
+                    "--min-size, --max-size and --jpeg-quality apply to --kind jpeg, not to {}",
+                    spec.kind.name()
+                )));
+            }
+            return Ok(());
+        }
+        let min = self.min_size.map_or(spec.shape[0], u64::from);
+        let max = self.max_size.map_or(spec.shape[1].max(min), u64::from);
+        if min > max {
+            return Err(CliError::Usage(format!(
+                "--min-size {min} is above --max-size {max}"
+            )));
+        }
+        spec.shape = vec![min, max];
+        if let Some(q) = self.jpeg_quality {
+            spec.jpeg_quality = q;
+        }
+        Ok(())
+    }
+}
+
+/// One image to write: its file and its class.
+#[derive(Debug)]
+struct Entry {
+    path: PathBuf,
+    label: i64,
+}
+
+/// Whether `path` has an image extension this command reads.
+fn is_image(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let cannot = |err: std::io::Error| CliError::ImageFolder {
+        path: dir.to_path_buf(),
+        reason: format!("cannot list the folder: {err}"),
+    };
+    let mut paths = std::fs::read_dir(dir)
+        .map_err(cannot)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(cannot)?;
+    paths.sort();
+    Ok(paths)
+}
+
+/// The classes (sorted subfolder names) and every image with its label.
+fn scan(src: &Path) -> Result<(Vec<String>, Vec<Entry>)> {
+    if !src.is_dir() {
+        return Err(CliError::ImageFolder {
+            path: src.to_path_buf(),
+            reason: "not a folder".into(),
+        });
+    }
+    let mut classes = Vec::new();
+    let mut entries = Vec::new();
+    for dir in read_dir_sorted(src)?.into_iter().filter(|p| p.is_dir()) {
+        let label = classes.len() as i64;
+        classes.push(
+            dir.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+        for path in read_dir_sorted(&dir)? {
+            if path.is_file() && is_image(&path) {
+                entries.push(Entry { path, label });
+            }
+        }
+    }
+    if classes.is_empty() {
+        return Err(CliError::ImageFolder {
+            path: src.to_path_buf(),
+            reason: "has no class subfolders".into(),
+        });
+    }
+    if entries.is_empty() {
+        return Err(CliError::ImageFolder {
+            path: src.to_path_buf(),
+            reason: "has no .jpg, .jpeg or .png files in its class subfolders".into(),
+        });
+    }
+    Ok((classes, entries))
+}
+
+fn encoder(args: &ImageFolderArgs) -> Result<RgbImageEncoder> {
+    let write_mode = match args.write_mode {
+        WriteModeArg::Raw => WriteMode::Raw,
+        WriteModeArg::Jpg => WriteMode::Jpg,
+        WriteModeArg::Smart => WriteMode::Smart {
+            threshold: args.smart_threshold,
+        },
+        WriteModeArg::Proportion => {
+            if !(0.0..=1.0).contains(&args.compress_probability) {
+                return Err(CliError::Usage(format!(
+                    "--compress-probability {} is not in [0, 1]",
+                    args.compress_probability
+                )));
+            }
+            WriteMode::Proportion {
+                compress_probability: args.compress_probability,
+            }
+        }
+    };
+    if args.smart_threshold.is_some() && args.write_mode != WriteModeArg::Smart {
+        return Err(CliError::Usage(
+            "--smart-threshold applies to --write-mode smart".into(),
+        ));
+    }
+    Ok(RgbImageEncoder {
+        write_mode,
+        max_resolution: args.max_resolution,
+        jpeg_quality: args.jpeg_quality,
+    })
+}
+
+/// Runs `ffcv write image-folder`.
+pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
+    let encoder = encoder(args)?;
+    let (classes, entries) = scan(&args.src)?;
+    let fields = vec![
+        FieldSpec::new("image", FieldType::RgbImage),
+        FieldSpec::new("label", FieldType::Int),
+    ];
+    let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
+    if let Some(workers) = args.workers {
+        writer = writer.with_num_workers(workers.max(1));
+    }
+    let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
+    let n = entries.len() as u64;
+    let bar = progress_bar(n);
+    let summary = {
+        let bar = bar.clone();
+        let source = from_fn(n, |i| {
+            let entry = &entries[i as usize];
+            let image = read_image_file(&entry.path)?;
+            let mut rng = sample_rng(sample_seed(args.seed, 0, i, 0));
+            let encoded = encoder
+                .encode(&image, &mut rng)
+                .map_err(|err| format!("{}: cannot encode: {err}", entry.path.display()))?;
+            match encoded.mode {
+                ImageMode::Raw => raw.fetch_add(1, Ordering::Relaxed),
+                ImageMode::Jpeg => jpg.fetch_add(1, Ordering::Relaxed),
+            };
+            Ok(vec![encoded.into(), FieldValue::Int(entry.label)])
+        });
+        writer
+            .with_progress(move |done| bar.set_position(done))
+            .write(&source)
+    };
+    bar.finish_and_clear();
+    let summary = summary?;
+    println!(
+        "wrote {}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
+        args.out.display(),
+        summary.num_samples,
+        classes.len(),
+        classes.join(", "),
+        raw.load(Ordering::Relaxed),
+        jpg.load(Ordering::Relaxed),
+        summary.num_pages,
+        summary.file_size
+    );
+    Ok(())
+}
+
+/// A bar on stderr when stderr is a terminal; hidden otherwise.
+fn progress_bar(images: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(images), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} writing [{bar:40}] {pos}/{len} images ({per_sec}, eta {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
