@@ -157,8 +157,8 @@ pub struct GpuStats {
     pub batches: u64,
     /// Bytes copied host → device.
     pub h2d_bytes: u64,
-    /// Batches whose device time was measured (all but the first use of each slot, and
-    /// the latest ones still in flight).
+    /// Batches whose device time was measured (all but the first batch of each slot,
+    /// whose stream was not known yet).
     pub timed_batches: u64,
     /// Bytes copied by the timed batches.
     pub timed_h2d_bytes: u64,
@@ -394,15 +394,13 @@ impl GpuStage {
         &self.inner.stage
     }
 
-    /// Counters and device time so far (folds in every finished batch).
+    /// Counters and device time of every batch staged so far (waits for the copies still
+    /// in flight, so that their times count).
     pub fn stats(&self) -> GpuStats {
         let mut reg = lock(&self.inner.reg);
         let Registry { bound, stats, .. } = &mut *reg;
         for b in bound.iter_mut().flatten() {
-            if let Some(t) = &mut b.timer
-                && t.pending.is_some()
-                && t.end.is_complete()
-            {
+            if let Some(t) = &mut b.timer {
                 fold_timer(t, stats);
             }
         }

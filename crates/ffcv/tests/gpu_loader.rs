@@ -174,12 +174,14 @@ fn gpu_batches_equal_the_cpu_batches() {
             true,
         );
         let mut loader = builder(&path, ahead).to_device(td).build().unwrap();
+        let mut stage = None;
         for epoch in 0..3 {
             let mut held: VecDeque<ffcv::Batch> = VecDeque::new();
             let mut samples = 0;
             for (b, batch) in loader.iter().enumerate() {
                 let batch = batch.unwrap();
                 let g = gpu(&batch);
+                stage.get_or_insert_with(|| g.stage().clone());
                 // Alternate a device consumer and a host consumer.
                 if b % 2 == 0 {
                     g.wait_on(&consumer).unwrap();
@@ -236,6 +238,15 @@ fn gpu_batches_equal_the_cpu_batches() {
             assert_eq!(samples as u64, SAMPLES);
         }
         consumer.synchronize().unwrap();
+        // The stage's counters: every batch and byte, and a device time for every batch but
+        // the first of each slot (whose stream was not known yet).
+        let stats = stage.unwrap().stats();
+        let per_epoch = SAMPLES * (8 + 12 + (H * W * 3) as u64);
+        assert_eq!(stats.batches, 3 * 7);
+        assert_eq!(stats.h2d_bytes, 3 * per_epoch);
+        let slots = loader.stats().slot_allocations as u64;
+        assert_eq!(stats.timed_batches, stats.batches - slots, "{stats:?}");
+        assert!(stats.device_time > std::time::Duration::ZERO);
     }
     println!(
         "\nPASS gpu_batches_equal_cpu: {checked} batches (batches_ahead 1..=4 x 3 epochs, 2 held), {:.1} MB read back equal",
