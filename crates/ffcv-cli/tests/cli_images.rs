@@ -37,10 +37,13 @@ fn write_png(path: &Path, image: &RgbImage) {
     writer.write_image_data(image.pixels()).unwrap();
 }
 
+/// One written image as the file should hold it: (label, pixels, width, height).
+type Expected = (i64, Vec<u8>, u32, u32);
+
 /// An image folder: classes `b_dog` (2 PNGs, 1 JPEG) and `a_cat` (1 PNG, 1 JPEG), and a
 /// stray text file. Returns the folder and, in file order (`a_cat` first), each image's
 /// (label, expected pixels, width, height).
-fn image_folder(dir: &Path) -> (PathBuf, Vec<(i64, Vec<u8>, u32, u32)>) {
+fn image_folder(dir: &Path) -> (PathBuf, Vec<Expected>) {
     let src = dir.join("src");
     let (cat, dog) = (src.join("a_cat"), src.join("b_dog"));
     std::fs::create_dir_all(&cat).unwrap();
