@@ -535,20 +535,20 @@ pub fn tune(
         // the current best again (time permitting) and keep the change only if it still
         // wins against the better of the two.
         let mut recheck = None;
-        if let (true, Ok(new), Some(old)) = (kept, &outcome, best_measurement) {
-            if time_left() {
-                let again = measure(&best);
-                if let Ok(again) = &again {
-                    let reference = old.samples_per_sec.max(again.samples_per_sec);
-                    kept = new.samples_per_sec > reference * KEEP_THRESHOLD;
-                }
-                recheck = Some(Trial {
-                    knob: "recheck",
-                    knobs: best,
-                    outcome: again,
-                    kept: false,
-                });
+        if let (true, Ok(new), Some(old)) = (kept, &outcome, best_measurement)
+            && time_left()
+        {
+            let again = measure(&best);
+            if let Ok(again) = &again {
+                let reference = old.samples_per_sec.max(again.samples_per_sec);
+                kept = new.samples_per_sec > reference * KEEP_THRESHOLD;
             }
+            recheck = Some(Trial {
+                knob: "recheck",
+                knobs: best,
+                outcome: again,
+                kept: false,
+            });
         }
         trials.extend(recheck);
         if kept {
