@@ -80,6 +80,12 @@ impl OsCache {
 /// are small and the file is larger than half the available memory, where the bytes
 /// readahead wastes would evict pages still needed: then `Random`.
 fn auto_advice(reader: &Reader, batches: &[Vec<u64>]) -> Advice {
+    // The cheap test first: a file that fits gets `Normal` whatever the order, and the
+    // walk below (a page lookup per sample) is serial time at every epoch start.
+    let fits = crate::memory::available_memory().is_none_or(|m| reader.file_size() <= m / 2);
+    if fits {
+        return Advice::Normal;
+    }
     let page_map = reader.page_map();
     let mut steps = 0usize;
     let mut forward = 0usize;
@@ -97,10 +103,6 @@ fn auto_advice(reader: &Reader, batches: &[Vec<u64>]) -> Advice {
         prev = Some(page);
     }
     if steps == 0 || forward * 10 >= steps * 9 {
-        return Advice::Normal;
-    }
-    let fits = crate::memory::available_memory().is_none_or(|m| reader.file_size() <= m / 2);
-    if fits {
         return Advice::Normal;
     }
     let (count, total) = reader
