@@ -205,6 +205,27 @@ pub trait Decoder: Send + Sync + 'static {
         output: &mut [u8],
         scratch: &mut [u8],
     ) -> std::result::Result<(), String>;
+
+    /// Declares that [`Decoder::decode`] is a plain copy (see [`CopyRule`]), so that a
+    /// pipeline of this decoder alone can be filled batch-wide without a call per sample.
+    /// The loader still calls `decode` for any sample the rule does not cover (a stored
+    /// length that does not fit), so errors stay `decode`'s. Default: `None`.
+    fn copy_rule(&self) -> Option<CopyRule> {
+        None
+    }
+}
+
+/// How a copying decoder's row is made from a sample (see [`Decoder::copy_rule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CopyRule {
+    /// The row is the first row-bytes bytes of the field's metadata (little-endian
+    /// `IntField`/`FloatField` values read natively on a little-endian machine).
+    Metadata,
+    /// The row is the stored bytes, exactly one row long.
+    Exact,
+    /// The row is the stored bytes followed by zeros.
+    Padded,
 }
 
 /// A field's pipeline: a decoder, then pipeline-jit operations (transforms).
