@@ -8,13 +8,15 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use beton_io::FieldMetadata;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use beton_io::FieldType;
 use page_cache::EpochContext;
 use rayon::prelude::*;
 
 use crate::batch::{Batch, OutputInfo};
-use crate::decode::kernel::{RECORD_BYTES, record_len, write_record};
-use crate::decode::stored_extent;
+use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
+use crate::decode::{CopyRule, SampleInput, stored_extent};
 use crate::error::{Error, Result};
 use crate::loader::{FieldRunner, Loader, Shared, lock};
 use crate::slots::{Slot, SlotOutput};
@@ -190,9 +192,20 @@ fn produce(
     let sizes = slot_sizes(&shared.path, &outputs, bs)?;
     let with_lengths: Vec<bool> = outputs.iter().map(|o| o.kind.has_lengths()).collect();
     let mut ctx = shared.cache.schedule_epoch(batches)?;
-    let mut records: Vec<Vec<u8>> = fields
+    let plans: Vec<FieldPlan> = fields
         .iter()
-        .map(|_| vec![0u8; bs * RECORD_BYTES])
+        .map(|f| FieldPlan::of(&shared.reader, f))
+        .collect();
+    // Records only for the fields that run through their executor.
+    let mut records: Vec<Vec<u8>> = plans
+        .iter()
+        .map(|p| {
+            if p.copy.is_some() {
+                Vec::new()
+            } else {
+                vec![0u8; bs * RECORD_BYTES]
+            }
+        })
         .collect();
     let c = &shared.counters;
 
@@ -213,7 +226,16 @@ fn produce(
                 source,
             })?;
         let t = Instant::now();
-        if let Err(e) = fill(shared, &fields, &ctx, epoch, ids, &mut records, &mut slot) {
+        if let Err(e) = fill(
+            shared,
+            &fields,
+            &plans,
+            &ctx,
+            epoch,
+            ids,
+            &mut records,
+            &mut slot,
+        ) {
             shared.slots.give_back(slot);
             return Err(e);
         }
@@ -289,11 +311,97 @@ pub(crate) fn slot_sizes(
         .collect()
 }
 
-/// Gathers every field's sample records for batch `ids`, runs each field's pipeline into
-/// the slot, and fills the slot's lengths and sample ids.
+/// Where a field's stored bytes are, read from its metadata bytes.
+#[derive(Debug, Clone, Copy)]
+enum Extent {
+    /// Kept in the metadata (Int, Float, custom fields).
+    None,
+    /// Pointer in metadata bytes 0..8, a fixed length (NDArray, TorchTensor).
+    Fixed(u64),
+    /// Pointer in metadata bytes 0..8, length in 8..16 (Bytes, JSON).
+    Sized,
+    /// Anything else: from the typed metadata ([`stored_extent`]).
+    Typed,
+}
+
+/// How one field of a batch is filled; worked out once per epoch so that the per-sample
+/// loop only reads numbers.
+#[derive(Debug, Clone, Copy)]
+struct FieldPlan {
+    /// `Some` when the pipeline is a copying decoder alone: the rows are copied straight
+    /// into the slot, without records or a kernel call per sample.
+    copy: Option<CopyRule>,
+    extent: Extent,
+    /// The field's metadata bytes inside a metadata row.
+    meta_start: usize,
+    meta_len: usize,
+    row_bytes: usize,
+    /// Int and Float count 8 payload bytes per sample (their value), others their data.
+    scalar: bool,
+    lengths: bool,
+}
+
+impl FieldPlan {
+    fn of(reader: &beton_io::Reader, f: &FieldRunner) -> FieldPlan {
+        let field = &reader.fields()[f.field];
+        let extent = match &f.field_type {
+            FieldType::Int | FieldType::Float | FieldType::Custom => Extent::None,
+            FieldType::NdArray(args) | FieldType::TorchTensor(args) => {
+                Extent::Fixed(args.byte_len().unwrap_or(0))
+            }
+            FieldType::Bytes | FieldType::Json => Extent::Sized,
+            FieldType::RgbImage => Extent::Typed,
+        };
+        let copy = if f.spec.transforms.is_empty() {
+            f.spec.decoder.copy_rule()
+        } else {
+            None
+        };
+        FieldPlan {
+            copy,
+            extent,
+            meta_start: field.metadata_offset as usize,
+            meta_len: field.metadata_itemsize as usize,
+            row_bytes: f.output.row_bytes,
+            scalar: matches!(f.field_type, FieldType::Int | FieldType::Float),
+            lengths: f.output.kind.has_lengths(),
+        }
+    }
+}
+
+/// Samples per fill task: about 256 KiB of output rows (enough to amortise scheduling,
+/// small enough to balance), at most [`GATHER_CHUNK`], and at least four tasks per
+/// worker when the batch allows.
+fn chunk_samples(plans: &[FieldPlan], n: usize, workers: usize) -> usize {
+    let row: usize = plans
+        .iter()
+        .map(|p| {
+            if p.copy.is_some() {
+                p.row_bytes
+            } else {
+                RECORD_BYTES
+            }
+        })
+        .sum();
+    let by_bytes = (256 * 1024 / row.max(1)).clamp(1, GATHER_CHUNK);
+    let by_tasks = n.div_ceil(4 * workers.max(1)).max(1);
+    by_bytes.min(by_tasks)
+}
+
+/// One field's part of a fill task.
+struct Dest<'a> {
+    /// Output rows (copied fields) or records (fields run by their executor).
+    rows: &'a mut [u8],
+    lengths: Option<&'a mut [u64]>,
+}
+
+/// Fills the slot for batch `ids`: copied fields straight into their rows, other fields
+/// as records then through their pipelines; and the slot's lengths and sample ids.
+#[allow(clippy::too_many_arguments)]
 fn fill(
     shared: &Shared,
     fields: &[FieldRunner],
+    plans: &[FieldPlan],
     ctx: &EpochContext,
     epoch: u64,
     ids: &[u64],
@@ -301,76 +409,97 @@ fn fill(
     slot: &mut Slot,
 ) -> Result<()> {
     let n = ids.len();
-    // Split every field's record buffer into chunks, then group the chunks by sample range
-    // so that one task gathers all fields of its samples.
-    let mut tasks: Vec<Vec<&mut [u8]>> = Vec::new();
-    for rec in records.iter_mut() {
-        for (ci, chunk) in rec[..n * RECORD_BYTES]
-            .chunks_mut(GATHER_CHUNK * RECORD_BYTES)
-            .enumerate()
-        {
-            if tasks.len() <= ci {
-                tasks.push(Vec::new());
-            }
-            tasks[ci].push(chunk);
+    let chunk = chunk_samples(plans, n, shared.pool.current_num_threads());
+    for (lengths, p) in slot.lengths.iter_mut().zip(plans) {
+        lengths.clear();
+        if p.lengths {
+            lengths.resize(n, 0);
         }
     }
-    shared.pool.install(|| {
+    // Split every field's destination into chunks, then group the chunks by sample range
+    // so that one task reads each sample's metadata row once for all fields.
+    let mut tasks: Vec<Vec<Dest<'_>>> = Vec::with_capacity(n.div_ceil(chunk));
+    for (((p, buf), rec), lengths) in plans
+        .iter()
+        .zip(slot.buffers.iter_mut())
+        .zip(records.iter_mut())
+        .zip(slot.lengths.iter_mut())
+    {
+        let (rows, width) = if p.copy.is_some() {
+            (&mut buf.as_bytes_mut()[..n * p.row_bytes], p.row_bytes)
+        } else {
+            (&mut rec[..n * RECORD_BYTES], RECORD_BYTES)
+        };
+        let mut lens = lengths.chunks_mut(chunk);
+        for (ci, rows) in rows.chunks_mut(chunk * width).enumerate() {
+            if tasks.len() <= ci {
+                tasks.push(Vec::with_capacity(plans.len()));
+            }
+            tasks[ci].push(Dest {
+                rows,
+                lengths: lens.next(),
+            });
+        }
+    }
+    let payload: u64 = shared.pool.install(|| {
         tasks
             .into_par_iter()
             .enumerate()
-            .try_for_each(|(ci, mut chunks)| {
-                let start = ci * GATHER_CHUNK;
-                for (f, chunk) in fields.iter().zip(chunks.iter_mut()) {
-                    for (k, rec) in chunk.chunks_exact_mut(RECORD_BYTES).enumerate() {
-                        gather_one(shared, f, ctx, ids[start + k], rec)?;
-                    }
-                }
-                Ok::<(), Error>(())
+            .map(|(ci, mut dests)| {
+                let start = ci * chunk;
+                let end = (start + chunk).min(n);
+                fill_chunk(
+                    shared,
+                    fields,
+                    plans,
+                    ctx,
+                    epoch,
+                    &ids[start..end],
+                    &mut dests,
+                )
             })
+            .try_reduce(|| 0, |a, b| Ok(a + b))
     })?;
 
-    let mut payload = 0u64;
-    for (i, f) in fields.iter().enumerate() {
-        if matches!(
-            f.field_type,
-            beton_io::FieldType::Int | beton_io::FieldType::Float
-        ) {
-            payload += 8 * n as u64;
-        }
-        let lengths = &mut slot.lengths[i];
-        lengths.clear();
-        let want = f.output.kind.has_lengths();
-        for r in records[i][..n * RECORD_BYTES].chunks_exact(RECORD_BYTES) {
-            let len = record_len(r);
-            payload += len;
-            if want {
-                lengths.push(len);
-            }
-        }
-    }
-    // The fields' pipelines run side by side in one parallel region (each splits its
-    // batch into chunks too), so a batch costs two fork-joins however many fields it has.
-    let runs: Vec<Result<()>> = shared.pool.install(|| {
-        fields
-            .par_iter()
-            .zip(slot.buffers.par_iter_mut())
-            .zip(records.par_iter())
-            .map(|((f, buf), rec)| {
-                let out = &mut buf.as_bytes_mut()[..n * f.output.row_bytes];
-                f.executor
-                    .run(pipeline_jit::Batch {
-                        sample_ids: ids,
-                        input: &rec[..n * RECORD_BYTES],
-                        output: out,
-                        seed: shared.seed,
-                        epoch,
-                    })
-                    .map_err(|e| field_error(shared, f, e))
+    // The executor fields run side by side in one parallel region (each splits its batch
+    // into chunks too), so a batch costs at most two fork-joins however many fields it has.
+    let run: Vec<usize> = (0..fields.len())
+        .filter(|&i| plans[i].copy.is_none())
+        .collect();
+    if !run.is_empty() {
+        let mut bufs: Vec<Option<&mut [u8]>> = slot
+            .buffers
+            .iter_mut()
+            .zip(plans)
+            .map(|(b, p)| {
+                p.copy
+                    .is_none()
+                    .then(|| &mut b.as_bytes_mut()[..n * p.row_bytes])
             })
-            .collect()
-    });
-    runs.into_iter().collect::<Result<()>>()?;
+            .collect();
+        let jobs: Vec<(usize, &mut [u8])> = bufs
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, b)| b.take().map(|b| (i, b)))
+            .collect();
+        let runs: Vec<Result<()>> = shared.pool.install(|| {
+            jobs.into_par_iter()
+                .map(|(i, out)| {
+                    let f = &fields[i];
+                    f.executor
+                        .run(pipeline_jit::Batch {
+                            sample_ids: ids,
+                            input: &records[i][..n * RECORD_BYTES],
+                            output: out,
+                            seed: shared.seed,
+                            epoch,
+                        })
+                        .map_err(|e| field_error(shared, f, e))
+                })
+                .collect()
+        });
+        runs.into_iter().collect::<Result<()>>()?;
+    }
     shared
         .counters
         .payload_bytes
@@ -378,6 +507,154 @@ fn fill(
     slot.sample_ids.clear();
     slot.sample_ids.extend_from_slice(ids);
     Ok(())
+}
+
+/// One sample's field, resolved: its stored bytes and its metadata (zero-padded to the
+/// 16 bytes a decoder sees).
+struct Resolved<'c> {
+    data: &'c [u8],
+    metadata: [u8; RECORD_METADATA],
+}
+
+/// Fills samples `ids` (one chunk of the batch) of every field into `dests`; returns the
+/// payload bytes. Two passes: the first reads every metadata row and asks for every
+/// sample's first data lines, so that the misses of the chunk overlap; the second copies.
+fn fill_chunk(
+    shared: &Shared,
+    fields: &[FieldRunner],
+    plans: &[FieldPlan],
+    ctx: &EpochContext,
+    epoch: u64,
+    ids: &[u64],
+    dests: &mut [Dest<'_>],
+) -> Result<u64> {
+    let nf = fields.len();
+    let mut resolved: Vec<Resolved<'_>> = Vec::with_capacity(ids.len() * nf);
+    let mut payload = 0u64;
+    for (k, &sample) in ids.iter().enumerate() {
+        let row = shared.reader.metadata_row(sample)?;
+        for (i, (f, p)) in fields.iter().zip(plans).enumerate() {
+            let r = resolve(shared, f, p, ctx, sample, row)?;
+            let len = r.data.len() as u64;
+            payload += if p.scalar { 8 } else { len };
+            let d = &mut dests[i];
+            if let Some(l) = d.lengths.as_deref_mut() {
+                l[k] = len;
+            }
+            if p.copy.is_some() {
+                crate::memory::prefetch(r.data);
+                resolved.push(r);
+            } else {
+                write_record(
+                    &mut d.rows[k * RECORD_BYTES..(k + 1) * RECORD_BYTES],
+                    r.data,
+                    &r.metadata,
+                );
+            }
+        }
+    }
+    let mut next = resolved.iter();
+    for (k, &sample) in ids.iter().enumerate() {
+        for (i, p) in plans.iter().enumerate() {
+            let Some(rule) = p.copy else { continue };
+            let r = next
+                .next()
+                .expect("one resolved entry per copied field and sample");
+            let out = &mut dests[i].rows[k * p.row_bytes..(k + 1) * p.row_bytes];
+            let covered = match rule {
+                CopyRule::Metadata => match r.metadata.get(..out.len()) {
+                    Some(m) => {
+                        out.copy_from_slice(m);
+                        true
+                    }
+                    None => false,
+                },
+                CopyRule::Exact if r.data.len() == out.len() => {
+                    out.copy_from_slice(r.data);
+                    true
+                }
+                CopyRule::Padded if r.data.len() <= out.len() => {
+                    let (head, tail) = out.split_at_mut(r.data.len());
+                    head.copy_from_slice(r.data);
+                    tail.fill(0);
+                    true
+                }
+                _ => false,
+            };
+            if !covered {
+                decode_one(shared, &fields[i], epoch, sample, r, out)?;
+            }
+        }
+    }
+    Ok(payload)
+}
+
+/// A sample the copy rule does not cover goes through the decoder itself, so that its
+/// result (usually an error naming what is wrong) is the decoder's.
+fn decode_one(
+    shared: &Shared,
+    f: &FieldRunner,
+    epoch: u64,
+    sample: u64,
+    r: &Resolved<'_>,
+    out: &mut [u8],
+) -> Result<()> {
+    let input = SampleInput {
+        sample,
+        data: r.data,
+        metadata: &r.metadata,
+        // The decoder is operation 0 of its pipeline, as in the kernel path.
+        seed: pipeline_jit::rng::sample_seed(shared.seed, epoch, sample, 0),
+    };
+    let decoder = &f.spec.decoder;
+    let result = catch_unwind(AssertUnwindSafe(|| decoder.decode(&input, out, &mut [])))
+        .unwrap_or_else(|_| Err("decoder panicked".into()));
+    result.map_err(|message| Error::Decode {
+        path: shared.path.clone(),
+        field: f.output.name.clone(),
+        sample,
+        decoder: decoder.name(),
+        message,
+    })
+}
+
+/// Reads one field of one sample: its stored bytes (from the epoch's cache, without an
+/// allocation lookup) and its metadata.
+fn resolve<'c>(
+    shared: &Shared,
+    f: &FieldRunner,
+    p: &FieldPlan,
+    ctx: &'c EpochContext,
+    sample: u64,
+    row: &[u8],
+) -> Result<Resolved<'c>> {
+    let meta = row
+        .get(p.meta_start..p.meta_start + p.meta_len)
+        .unwrap_or(&[]);
+    let mut metadata = [0u8; RECORD_METADATA];
+    let m = meta.len().min(RECORD_METADATA);
+    metadata[..m].copy_from_slice(&meta[..m]);
+    let word = |i: usize| u64::from_le_bytes(metadata[i..i + 8].try_into().expect("8 bytes"));
+    let extent = match p.extent {
+        Extent::None => None,
+        Extent::Fixed(len) => Some((word(0), len)),
+        Extent::Sized => Some((word(0), word(8))),
+        Extent::Typed => {
+            let typed = shared.reader.metadata(sample, f.field)?;
+            stored_extent(&shared.reader, &f.field_type, &typed)
+        }
+    };
+    let data = match extent {
+        None => &[][..],
+        Some((ptr, len)) => ctx.read_extent(ptr, len).map_err(|e| Error::Decode {
+            path: shared.path.clone(),
+            field: f.output.name.clone(),
+            sample,
+            decoder: f.spec.decoder.name(),
+            message: format!("the field stores {len} bytes at {ptr}: {e}"),
+        })?,
+    };
+    Ok(Resolved { data, metadata })
 }
 
 /// The loader's error for a pipeline failure of field `f`: a decode error naming the
@@ -403,52 +680,4 @@ fn field_error(shared: &Shared, f: &FieldRunner, e: pipeline_jit::Error) -> Erro
             source,
         },
     }
-}
-
-/// Writes the record of one sample of one field.
-fn gather_one(
-    shared: &Shared,
-    f: &FieldRunner,
-    ctx: &EpochContext,
-    sample: u64,
-    record: &mut [u8],
-) -> Result<()> {
-    let reader = &*shared.reader;
-    let meta_bytes = reader.metadata_bytes(sample, f.field)?;
-    let meta = reader.metadata(sample, f.field)?;
-    let data: &[u8] = match stored_extent(reader, &f.field_type, &meta) {
-        None => &[],
-        Some((ptr, len)) => {
-            let bytes = match ctx {
-                // The OS cache serves slices of the map: cut the stored extent directly
-                // rather than look the allocation up (a binary search per sample, a
-                // quarter of the time for small samples). Bounds are still checked.
-                EpochContext::Os(_) => usize::try_from(ptr)
-                    .ok()
-                    .zip(usize::try_from(len).ok())
-                    .and_then(|(p, l)| reader.bytes().get(p..p.checked_add(l)?)),
-                _ => {
-                    let alloc = ctx.read(ptr)?;
-                    usize::try_from(len).ok().and_then(|l| alloc.get(..l))
-                }
-            };
-            match bytes {
-                Some(d) => d,
-                None => {
-                    return Err(Error::Decode {
-                        path: shared.path.clone(),
-                        field: f.output.name.clone(),
-                        sample,
-                        decoder: f.spec.decoder.name(),
-                        message: format!(
-                            "the field stores {len} bytes at {ptr}, past its allocation"
-                        ),
-                    });
-                }
-            }
-        }
-    };
-    debug_assert!(!matches!(meta, FieldMetadata::Custom) || data.is_empty());
-    write_record(record, data, meta_bytes);
-    Ok(())
 }

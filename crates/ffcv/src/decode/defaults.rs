@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use beton_io::{DType as NumpyDType, FieldMetadata, FieldType, IMAGE_MODE_RAW, Reader};
 
-use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
+use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
 /// The decoder FFCV uses by default for a field of this type; `None` for types whose
 /// decoder needs choices (RGB images: `SimpleRGBImageDecoder` needs constant sizes, crops
@@ -62,6 +62,10 @@ impl Decoder for IntDecoder {
         out.copy_from_slice(&v.to_ne_bytes());
         Ok(())
     }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        cfg!(target_endian = "little").then_some(CopyRule::Metadata)
+    }
 }
 
 /// FFCV's `FloatDecoder`: the value as `f64` (bit for bit), shape `[1]`.
@@ -90,6 +94,10 @@ impl Decoder for FloatDecoder {
         let v = input.float().ok_or("metadata too short for a FloatField")?;
         out.copy_from_slice(&v.to_bits().to_ne_bytes());
         Ok(())
+    }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        cfg!(target_endian = "little").then_some(CopyRule::Metadata)
     }
 }
 
@@ -151,6 +159,10 @@ impl Decoder for BytesDecoder {
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         copy_padded(input.data, out)
     }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        Some(CopyRule::Padded)
+    }
 }
 
 /// FFCV's JSON decoding: the stored text (with its NUL) as bytes rows like
@@ -175,6 +187,10 @@ impl Decoder for JsonDecoder {
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         copy_padded(input.data, out)
+    }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        Some(CopyRule::Padded)
     }
 }
 
@@ -220,6 +236,10 @@ impl Decoder for NdArrayDecoder {
         out.copy_from_slice(input.data);
         Ok(())
     }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        Some(CopyRule::Exact)
+    }
 }
 
 /// The stored bytes of any field that has data (Bytes, JSON, NDArray, images: raw pixels or
@@ -253,6 +273,10 @@ impl Decoder for RawBytesDecoder {
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         copy_padded(input.data, out)
+    }
+
+    fn copy_rule(&self) -> Option<CopyRule> {
+        Some(CopyRule::Padded)
     }
 }
 
