@@ -16,7 +16,7 @@ use beton_io::{DType as NumpyDType, FieldMetadata, FieldType};
 use pipeline_jit::rng::sample_rng;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use crate::image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind, jpeg_info};
+use crate::image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 
 thread_local! {
     /// One reusable kernel per thread (each loader worker decodes with its own).
@@ -50,6 +50,42 @@ fn image_output(height: u32, width: u32) -> Result<DecoderOutput, String> {
     Ok(out)
 }
 
+/// `(height, width)` from a JPEG's frame header (SOFn), read by walking the marker
+/// segments without allocating; `None` if the bytes end or a scan starts before one.
+fn frame_size(jpeg: &[u8]) -> Option<(u16, u16)> {
+    let be16 = |at: usize| Some(u16::from_be_bytes([*jpeg.get(at)?, *jpeg.get(at + 1)?]));
+    if jpeg.get(..2)? != [0xFF, 0xD8] {
+        return None;
+    }
+    let mut at = 2;
+    loop {
+        if *jpeg.get(at)? != 0xFF {
+            return None;
+        }
+        // Fill bytes: any number of 0xFF before the marker code.
+        while *jpeg.get(at)? == 0xFF {
+            at += 1;
+        }
+        let marker = *jpeg.get(at)?;
+        at += 1;
+        match marker {
+            // Markers without a length.
+            0x01 | 0xD0..=0xD8 => continue,
+            // End of image or start of scan before any frame header.
+            0xD9 | 0xDA => return None,
+            _ => {}
+        }
+        let len = usize::from(be16(at)?);
+        if matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
+            return Some((be16(at + 3)?, be16(at + 5)?));
+        }
+        if len < 2 {
+            return None;
+        }
+        at += len;
+    }
+}
+
 /// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
 fn decode_with(
     kind: &RgbDecoderKind,
@@ -64,11 +100,15 @@ fn decode_with(
     if mode == beton_io::IMAGE_MODE_JPEG {
         // Check the JPEG header against the metadata before the kernel sizes its
         // full-resolution buffer from the metadata.
-        let header = jpeg_info(input.data).map_err(|e| e.to_string())?;
-        if (header.height, header.width) != (u32::from(height), u32::from(width)) {
+        let (h, w) = frame_size(input.data).ok_or_else(|| {
+            format!(
+                "JPEG decode failed ({} bytes of input): no frame header",
+                input.data.len()
+            )
+        })?;
+        if (h, w) != (height, width) {
             return Err(format!(
-                "the JPEG is {}x{} but the metadata says {height}x{width}",
-                header.height, header.width
+                "the JPEG is {h}x{w} but the metadata says {height}x{width}"
             ));
         }
     }
@@ -230,5 +270,30 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         let kind = RgbDecoderKind::RandomResizedCrop(self.params);
         decode_with(&kind, input, out, self.output_size.0, self.output_size.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_size;
+    use crate::image::{SyntheticImageSpec, synthetic_jpeg};
+
+    #[test]
+    fn frame_size_reads_the_header_and_refuses_damage() {
+        let spec = SyntheticImageSpec {
+            min_side: 20,
+            max_side: 70,
+        };
+        for i in 0..8 {
+            let (jpeg, w, h) = synthetic_jpeg(1, i, spec, 80).unwrap();
+            assert_eq!(frame_size(&jpeg), Some((h as u16, w as u16)));
+            // Every truncation either still holds the header or is refused; none panics.
+            for cut in 0..jpeg.len().min(700) {
+                let got = frame_size(&jpeg[..cut]);
+                assert!(got.is_none() || got == Some((h as u16, w as u16)));
+            }
+        }
+        assert_eq!(frame_size(b"\xFF\xD8\xFF\xDA\x00\x02"), None);
+        assert_eq!(frame_size(b"PNG"), None);
     }
 }
