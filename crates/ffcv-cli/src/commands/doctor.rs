@@ -152,6 +152,9 @@ pub struct FileFacts {
     pub has_jpeg: bool,
 }
 
+/// Runs of the time budget set aside for rechecks of winning changes.
+const RECHECK_RESERVE: usize = 2;
+
 /// Number of samples whose image metadata is looked at to tell raw from JPEG.
 const MODE_PROBE_SAMPLES: u64 = 64;
 
@@ -312,7 +315,9 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             + candidates.num_workers.len()
             + candidates.batches_ahead.len()
             + usize::from(candidates.try_other_cache)
-            + candidates.orders.len();
+            + candidates.orders.len()
+            // Room for two rechecks of a winning change (see `diagnose::tune`).
+            + RECHECK_RESERVE;
         let budget = Duration::from_secs_f64(args.time_budget);
         let slice = budget / planned as u32;
         let started = Instant::now();
