@@ -6,8 +6,8 @@
 //! parameters from a generator seeded by (seed, epoch, sample, operation index), so a
 //! batch is the same whatever the thread count. The constructors here give FFCV's
 //! parameter forms and defaults; the types are re-exported for full control.
-//! [`ReplaceLabel`] is an index-aware operation (a native kernel that reads the sample
-//! id), as FFCV's `ReplaceLabel`.
+//! [`ReplaceLabel`] and [`Poison`] are index-aware operations (native kernels that read
+//! the sample id), as FFCV's `ReplaceLabel` and `Poison`.
 //!
 //! ```
 //! use ffcv::decode::CenterCropRGBImageDecoder;
@@ -192,4 +192,167 @@ unsafe extern "C" fn replace_label_kernel(args: *const KernelArgs) -> i32 {
         output.copy_from_slice(input);
     }
     0
+}
+
+/// FFCV's `Poison(mask, alpha, indices, clamp)`: the images of the samples in `indices`
+/// are blended with `mask` at per-pixel opacity `alpha`, clamped to `clamp`; others pass
+/// unchanged. Goes after an image decoder (`[H, W, 3]` rows of `u8` or `f32`). The
+/// arithmetic is FFCV's: `mask * alpha` in `f64`; then, in an `f32` temporary,
+/// `x * (1 - alpha)` and `+ mask * alpha` (each computed in `f64` and stored as `f32`, as
+/// numpy's in-place operations do), clipped, and stored back in the image's type
+/// (truncating, for `u8`).
+#[derive(Debug, Clone)]
+pub struct Poison {
+    context: Arc<PoisonContext>,
+}
+
+#[derive(Debug)]
+struct PoisonContext {
+    height: usize,
+    width: usize,
+    /// `mask * alpha` per element (`[H, W, 3]`).
+    mask_alpha: Vec<f64>,
+    /// `1 - alpha` per pixel (`[H, W]`).
+    keep: Vec<f64>,
+    indices: HashSet<u64>,
+    clamp: (f32, f32),
+    /// Whether rows are `u8` (else `f32`).
+    bytes: bool,
+}
+
+impl Poison {
+    /// Poisons the samples in `indices` of `height x width` images with `mask`
+    /// (`[H, W, 3]` values) at opacity `alpha` (`[H, W]`), clamping to `clamp` (FFCV's
+    /// default `(0, 255)`). Fails if the lengths do not match the size or the clamp range
+    /// is empty.
+    pub fn new(
+        height: usize,
+        width: usize,
+        mask: &[f64],
+        alpha: &[f64],
+        indices: impl IntoIterator<Item = u64>,
+        clamp: (f64, f64),
+    ) -> Result<Poison, String> {
+        let pixels = height
+            .checked_mul(width)
+            .ok_or_else(|| format!("{height}x{width} is too large"))?;
+        if alpha.len() != pixels || mask.len() != pixels * 3 {
+            return Err(format!(
+                "a {height}x{width} poison needs {} mask and {pixels} alpha values, got {} and {}",
+                pixels * 3,
+                mask.len(),
+                alpha.len()
+            ));
+        }
+        if clamp.0.partial_cmp(&clamp.1).is_none() || clamp.0 > clamp.1 {
+            return Err(format!("clamp range {clamp:?} is empty"));
+        }
+        let mask_alpha = mask
+            .iter()
+            .enumerate()
+            .map(|(k, &m)| m * alpha[k / 3])
+            .collect();
+        Ok(Poison {
+            context: Arc::new(PoisonContext {
+                height,
+                width,
+                mask_alpha,
+                keep: alpha.iter().map(|&a| 1.0 - a).collect(),
+                indices: indices.into_iter().collect(),
+                clamp: (clamp.0 as f32, clamp.1 as f32),
+                bytes: true,
+            }),
+        })
+    }
+}
+
+impl Operation for Poison {
+    fn name(&self) -> String {
+        "Poison".into()
+    }
+
+    fn lower(&self, input: &State) -> Result<Lowered, String> {
+        let c = &self.context;
+        if input.shape != [c.height, c.width, 3] {
+            return Err(format!(
+                "poisons [{}, {}, 3] images, not rows of shape {:?}",
+                c.height, c.width, input.shape
+            ));
+        }
+        let bytes = match input.dtype {
+            DType::U8 => true,
+            DType::F32 => false,
+            other => return Err(format!("poisons u8 or f32 images, not {other:?}")),
+        };
+        let context = Arc::new(PoisonContext {
+            height: c.height,
+            width: c.width,
+            mask_alpha: c.mask_alpha.clone(),
+            keep: c.keep.clone(),
+            indices: c.indices.clone(),
+            clamp: c.clamp,
+            bytes,
+        });
+        Ok(Lowered::Native(NativeKernel::new(
+            input.clone(),
+            poison_kernel,
+            context,
+        )))
+    }
+}
+
+impl PoisonContext {
+    /// One element: FFCV's float32 temporary, step by step.
+    fn blend(&self, k: usize, x: f32) -> f32 {
+        let t = (f64::from(x) * self.keep[k / 3]) as f32;
+        let t = (f64::from(t) + self.mask_alpha[k]) as f32;
+        t.max(self.clamp.0).min(self.clamp.1)
+    }
+
+    fn run(&self, sample: u64, input: &[u8], output: &mut [u8]) -> bool {
+        let n = self.height * self.width * 3;
+        let item = if self.bytes { 1 } else { 4 };
+        if input.len() != n * item || output.len() != n * item {
+            return false;
+        }
+        if !self.indices.contains(&sample) {
+            output.copy_from_slice(input);
+            return true;
+        }
+        if self.bytes {
+            for (k, (o, &x)) in output.iter_mut().zip(input).enumerate() {
+                // numpy's float -> uint8 assignment truncates; the value is clipped already.
+                *o = self.blend(k, f32::from(x)) as u8;
+            }
+        } else {
+            for (k, (o, x)) in output
+                .chunks_exact_mut(4)
+                .zip(input.chunks_exact(4))
+                .enumerate()
+            {
+                let x = f32::from_ne_bytes([x[0], x[1], x[2], x[3]]);
+                o.copy_from_slice(&self.blend(k, x).to_ne_bytes());
+            }
+        }
+        true
+    }
+}
+
+/// The kernel of [`Poison`].
+///
+/// # Safety
+/// `args` satisfies pipeline-jit's `KernelFn` contract and its context is the
+/// `PoisonContext` the kernel was lowered with.
+unsafe extern "C" fn poison_kernel(args: *const KernelArgs) -> i32 {
+    // SAFETY: pipeline-jit passes a valid, live `KernelArgs` (the `KernelFn` contract).
+    let args = unsafe { &*args };
+    // SAFETY: `Poison::lower` registered this kernel with an `Arc<PoisonContext>`.
+    let ctx: &PoisonContext = unsafe { args.context() };
+    // SAFETY: inside the kernel call; input and output are taken once each.
+    let (input, output) = unsafe { (args.input(), args.output()) };
+    if ctx.run(args.sample, input, output) {
+        0
+    } else {
+        1
+    }
 }

@@ -195,3 +195,70 @@ fn replace_label_refuses_rows_that_are_not_one_integer() {
         .unwrap_err();
     assert!(err.to_string().contains("one label per sample"), "{err}");
 }
+
+/// The stored pixels of every `images_raw` sample, in id order.
+fn raw_images() -> Vec<Vec<u8>> {
+    let mut loader = Loader::builder(fixture("images_raw.beton"))
+        .batch_size(50)
+        .drop_last(false)
+        .pipeline(
+            "image",
+            PipelineSpec::new(ffcv::decode::SimpleRGBImageDecoder),
+        )
+        .build()
+        .unwrap();
+    let batch = loader.iter().next().unwrap().unwrap();
+    let img = batch.get::<u8>("image").unwrap();
+    (0..50)
+        .map(|r| img.as_slice()[r * 3072..(r + 1) * 3072].to_vec())
+        .collect()
+}
+
+#[test]
+fn poison_blends_the_mask_into_the_listed_samples_only() {
+    let plain = raw_images();
+    // A white square in the top-left 8x8 at opacity 0.5, elsewhere opacity 0.
+    let mut mask = vec![0.0; 32 * 32 * 3];
+    let mut alpha = vec![0.0; 32 * 32];
+    for y in 0..8 {
+        for x in 0..8 {
+            alpha[y * 32 + x] = 0.5;
+            mask[(y * 32 + x) * 3..(y * 32 + x) * 3 + 3].fill(255.0);
+        }
+    }
+    let poisoned = [0u64, 9, 31];
+    let poison = transforms::Poison::new(32, 32, &mask, &alpha, poisoned, (0.0, 255.0)).unwrap();
+    let mut loader = Loader::builder(fixture("images_raw.beton"))
+        .batch_size(8)
+        .drop_last(false)
+        .num_workers(2)
+        .pipeline(
+            "image",
+            PipelineSpec::new(ffcv::decode::SimpleRGBImageDecoder).then(poison),
+        )
+        .build()
+        .unwrap();
+    for batch in loader.iter() {
+        let batch = batch.unwrap();
+        let img = batch.get::<u8>("image").unwrap();
+        for (row, &s) in batch.sample_ids().iter().enumerate() {
+            let got = &img.as_slice()[row * 3072..(row + 1) * 3072];
+            let src = &plain[s as usize];
+            if !poisoned.contains(&s) {
+                assert_eq!(got, &src[..], "sample {s} unchanged");
+                continue;
+            }
+            for k in 0..3072 {
+                let (y, x) = (k / 3 / 32, k / 3 % 32);
+                // x * 0.5 + 127.5, truncated; pixels outside the square keep their value.
+                let want = if y < 8 && x < 8 {
+                    (f64::from(src[k]) * 0.5 + 127.5) as u8
+                } else {
+                    src[k]
+                };
+                assert_eq!(got[k], want, "sample {s} element {k}");
+            }
+        }
+    }
+    assert!(transforms::Poison::new(4, 4, &mask, &alpha, [0], (0.0, 255.0)).is_err());
+}
