@@ -31,15 +31,10 @@ pub struct DecoderArg {
     pub choice: DecoderChoice,
 }
 
+/// `FIELD=SPEC` through the parser `ffcv dump --decoder` shares.
 fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
-    let (field, spec) = text
-        .split_once('=')
-        .ok_or_else(|| format!("`{text}` is not FIELD=SPEC (e.g. image=raw-bytes, label=none)"))?;
-    let choice = spec.parse::<DecoderChoice>().map_err(|e| e.to_string())?;
-    Ok(DecoderArg {
-        field: field.to_owned(),
-        choice,
-    })
+    let (field, choice) = ffcv::decode::parse_field_decoder(text).map_err(|e| e.to_string())?;
+    Ok(DecoderArg { field, choice })
 }
 
 /// Arguments of `ffcv bench`.
@@ -109,7 +104,8 @@ pub struct BenchArgs {
     pub rank: Option<u64>,
 
     /// A field's decoder: FIELD=SPEC with SPEC one of default, none, raw-bytes, int, float,
-    /// bytes, json, ndarray (repeatable).
+    /// bytes, json, ndarray, simple, center-crop:HxW[:RATIO],
+    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable).
     #[arg(long, value_parser = parse_decoder)]
     pub decoder: Vec<DecoderArg>,
 
