@@ -16,7 +16,11 @@
 //!   ([`PipelineSpec`]). Default decoders: Int → `i64 [B,1]`, Float → `f64 [B,1]`,
 //!   Bytes → `u8 [B,max_size]` + lengths, NDArray/TorchTensor → stored dtype and shape,
 //!   JSON → bytes + lengths + [`BatchOutput::json`]. RGB image fields need an image
-//!   decoder (or [`LoaderBuilder::disable`]).
+//!   decoder (or [`LoaderBuilder::disable`]): [`decode::SimpleRGBImageDecoder`],
+//!   [`decode::CenterCropRGBImageDecoder`], [`decode::RandomResizedCropRGBImageDecoder`],
+//!   or a `--decoder`-style spec ([`decode::parse_field_decoder`]).
+//! - [`transforms`] names FFCV's transforms (`ToTensor`, `NormalizeImage`,
+//!   `RandomHorizontalFlip`, `Cutout`, `RandomTranslate`, `ReplaceLabel`, `Poison`, ...).
 //! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
 //!   `RGBImageField` encoding.
 //! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
