@@ -107,7 +107,9 @@ pub struct DoctorArgs {
     #[arg(long, default_value_t = 0)]
     pub rank: u64,
 
-    /// A field's decoder: `FIELD=center-crop:HxW[:ratio]|random-resized-crop:HxW|simple`.
+    /// A field's decoder, as `ffcv bench` takes it: FIELD=SPEC with SPEC one of default, none,
+    /// raw-bytes, int, float, bytes, json, ndarray, simple, center-crop:HxW[:RATIO] or
+    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable).
     #[arg(long = "decoder", value_name = "FIELD=SPEC")]
     pub decoders: Vec<String>,
 
