@@ -162,9 +162,12 @@ pub struct GpuStats {
     pub timed_batches: u64,
     /// Bytes copied by the timed batches.
     pub timed_h2d_bytes: u64,
-    /// Device time of the timed batches' copies and kernels, measured with CUDA events on
-    /// the slot streams (copies of different slots that overlap count twice, so the
-    /// throughput it gives is never overstated).
+    /// Device time of the timed batches' copies and kernels: the union of their intervals,
+    /// measured with CUDA events on the slot streams against one reference event. Copies of
+    /// different slots that overlap in time count once (they share one copy engine, so
+    /// summing each copy's own duration would count the shared time twice); an interval
+    /// folded out of order may still be counted twice, so the throughput it gives is never
+    /// overstated.
     pub device_time: Duration,
 }
 
@@ -218,6 +221,8 @@ struct Registry {
     /// Stage slots taken from the stage but bound to no loader slot.
     spare: Vec<FillingSlot>,
     stats: GpuStats,
+    /// Where the union of timed intervals ends, in ms after `Inner::clock`.
+    covered_until_ms: f64,
 }
 
 #[derive(Debug)]
@@ -229,6 +234,9 @@ struct Inner {
     seed: u64,
     batch_counter: AtomicU64,
     reg: Mutex<Registry>,
+    /// A reference event recorded (and completed) when the stage was built: the zero of the
+    /// timed intervals, so that overlapping copies of different slots count once.
+    clock: Option<CudaEvent>,
 }
 
 /// The loader's GPU stage: pinned slot buffers and the copy (and normalize) to a CUDA
@@ -360,6 +368,7 @@ impl GpuStage {
         }
         let device = Device::from_spec(spec).map_err(stage_err)?;
         let stage = Stage::new(&device, config).map_err(stage_err)?;
+        let clock = reference_event(&device);
         tracing::debug!(
             device = %spec,
             slots = stage.num_slots(),
@@ -375,6 +384,7 @@ impl GpuStage {
                 seed,
                 batch_counter: AtomicU64::new(0),
                 reg: Mutex::new(Registry::default()),
+                clock,
             }),
         })
     }
@@ -398,26 +408,66 @@ impl GpuStage {
     /// in flight, so that their times count).
     pub fn stats(&self) -> GpuStats {
         let mut reg = lock(&self.inner.reg);
-        let Registry { bound, stats, .. } = &mut *reg;
+        let Registry {
+            bound,
+            stats,
+            covered_until_ms,
+            ..
+        } = &mut *reg;
         for b in bound.iter_mut().flatten() {
             if let Some(t) = &mut b.timer {
-                fold_timer(t, stats);
+                fold_timer(t, stats, self.inner.clock.as_ref(), covered_until_ms);
             }
         }
         *stats
     }
 }
 
-/// Adds a finished timed batch to the stats.
-fn fold_timer(t: &mut SlotTimer, stats: &mut GpuStats) {
+/// An event with timing recorded on a fresh stream and completed: the zero of the stage's
+/// device clock. `None` (each batch then timed alone) if the driver refuses.
+fn reference_event(device: &Device) -> Option<CudaEvent> {
+    let event = device
+        .context()
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .ok()?;
+    let stream = device.new_stream().ok()?;
+    event.record(&stream).ok()?;
+    event.synchronize().ok()?;
+    Some(event)
+}
+
+/// Adds a finished timed batch to the stats: the part of its interval (copy and kernels,
+/// in ms after `clock`) not already covered by earlier batches.
+fn fold_timer(
+    t: &mut SlotTimer,
+    stats: &mut GpuStats,
+    clock: Option<&CudaEvent>,
+    covered_until_ms: &mut f64,
+) {
     let Some(bytes) = t.pending.take() else {
         return;
     };
-    match t.start.elapsed_ms(&t.end) {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 => {
+    let interval = match clock {
+        Some(clock) => clock.elapsed_ms(&t.start).and_then(|start| {
+            clock
+                .elapsed_ms(&t.end)
+                .map(|end| (f64::from(start), f64::from(end)))
+        }),
+        // No reference event: the batch's own duration.
+        None => t.start.elapsed_ms(&t.end).map(|ms| (0.0, f64::from(ms))),
+    };
+    match interval {
+        Ok((start, end)) if start.is_finite() && end.is_finite() && end >= start => {
+            let busy = if clock.is_none() {
+                end - start
+            } else {
+                let busy = (end - start.max(*covered_until_ms)).max(0.0);
+                *covered_until_ms = covered_until_ms.max(end);
+                busy
+            };
             stats.timed_batches += 1;
             stats.timed_h2d_bytes += bytes;
-            stats.device_time += Duration::from_secs_f64(f64::from(ms) / 1e3);
+            stats.device_time += Duration::from_secs_f64(busy / 1e3);
         }
         Ok(_) => {}
         Err(e) => tracing::debug!(error = %e, "gpu stage: reading a copy timer"),
@@ -628,7 +678,12 @@ impl SlotStage for GpuStage {
             return Err(e);
         }
         inner.claim(&mut reg, s)?;
-        let Registry { bound, stats, .. } = &mut *reg;
+        let Registry {
+            bound,
+            stats,
+            covered_until_ms,
+            ..
+        } = &mut *reg;
         let Some(b) = bound[s].as_mut() else {
             return Err(format!("gpu stage slot {s} lost its binding"));
         };
@@ -648,7 +703,7 @@ impl SlotStage for GpuStage {
         // Time the copy on the slot's stream when the stream is known (from its first batch).
         let timed = match (&b.stream, &mut b.timer) {
             (Some(stream), Some(t)) => {
-                fold_timer(t, stats);
+                fold_timer(t, stats, inner.clock.as_ref(), covered_until_ms);
                 t.start.record(stream).is_ok()
             }
             _ => false,
