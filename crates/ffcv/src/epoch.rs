@@ -236,12 +236,16 @@ fn produce(
             &mut records,
             &mut slot,
         ) {
+            // Rows may hold bytes the dirty marks do not know about.
+            slot.dirty.iter_mut().for_each(Vec::clear);
             shared.slots.give_back(slot);
             return Err(e);
         }
         c.decode_ns.fetch_add(nanos(t), Ordering::Relaxed);
 
         if let Some(stage) = shared.slots.stage() {
+            // The stage may write the rows in place.
+            slot.dirty.iter_mut().for_each(Vec::clear);
             let n = ids.len();
             let mut views: Vec<SlotOutput<'_>> = slot
                 .buffers
@@ -393,6 +397,8 @@ struct Dest<'a> {
     /// Output rows (copied fields) or records (fields run by their executor).
     rows: &'a mut [u8],
     lengths: Option<&'a mut [u64]>,
+    /// The slot's dirty marks of these rows (padded copies only).
+    dirty: Option<&'a mut [u64]>,
 }
 
 /// Fills the slot for batch `ids`: copied fields straight into their rows, other fields
@@ -416,14 +422,26 @@ fn fill(
             lengths.resize(n, 0);
         }
     }
+    for ((dirty, p), buf) in slot.dirty.iter_mut().zip(plans).zip(&slot.buffers) {
+        if p.copy == Some(CopyRule::Padded) && p.row_bytes > 0 {
+            let rows = buf.as_bytes().len() / p.row_bytes;
+            if dirty.len() != rows {
+                dirty.clear();
+                dirty.resize(rows, p.row_bytes as u64);
+            }
+        } else {
+            dirty.clear();
+        }
+    }
     // Split every field's destination into chunks, then group the chunks by sample range
     // so that one task reads each sample's metadata row once for all fields.
     let mut tasks: Vec<Vec<Dest<'_>>> = Vec::with_capacity(n.div_ceil(chunk));
-    for (((p, buf), rec), lengths) in plans
+    for ((((p, buf), rec), lengths), dirty) in plans
         .iter()
         .zip(slot.buffers.iter_mut())
         .zip(records.iter_mut())
         .zip(slot.lengths.iter_mut())
+        .zip(slot.dirty.iter_mut())
     {
         let (rows, width) = if p.copy.is_some() {
             (&mut buf.as_bytes_mut()[..n * p.row_bytes], p.row_bytes)
@@ -431,6 +449,8 @@ fn fill(
             (&mut rec[..n * RECORD_BYTES], RECORD_BYTES)
         };
         let mut lens = lengths.chunks_mut(chunk);
+        let dirty_rows = dirty.len().min(n);
+        let mut dirt = dirty[..dirty_rows].chunks_mut(chunk);
         for (ci, rows) in rows.chunks_mut(chunk * width).enumerate() {
             if tasks.len() <= ci {
                 tasks.push(Vec::with_capacity(plans.len()));
@@ -438,6 +458,7 @@ fn fill(
             tasks[ci].push(Dest {
                 rows,
                 lengths: lens.next(),
+                dirty: dirt.next(),
             });
         }
     }
@@ -560,7 +581,9 @@ fn fill_chunk(
             let r = next
                 .next()
                 .expect("one resolved entry per copied field and sample");
-            let out = &mut dests[i].rows[k * p.row_bytes..(k + 1) * p.row_bytes];
+            let d = &mut dests[i];
+            let out = &mut d.rows[k * p.row_bytes..(k + 1) * p.row_bytes];
+            let mark = d.dirty.as_deref_mut().map(|m| &mut m[k]);
             let covered = match rule {
                 CopyRule::Metadata => match r.metadata.get(..out.len()) {
                     Some(m) => {
@@ -574,15 +597,29 @@ fn fill_chunk(
                     true
                 }
                 CopyRule::Padded if r.data.len() <= out.len() => {
-                    let (head, tail) = out.split_at_mut(r.data.len());
-                    head.copy_from_slice(r.data);
-                    tail.fill(0);
+                    let len = r.data.len();
+                    // Only the bytes an earlier batch may have left past `len` need zeros.
+                    let was = mark
+                        .as_deref()
+                        .map_or(out.len(), |&m| (m as usize).min(out.len()));
+                    out[..len].copy_from_slice(r.data);
+                    if was > len {
+                        out[len..was].fill(0);
+                    }
+                    if let Some(m) = mark {
+                        *m = len as u64;
+                    }
                     true
                 }
                 _ => false,
             };
             if !covered {
+                let d = &mut dests[i];
+                let out = &mut d.rows[k * p.row_bytes..(k + 1) * p.row_bytes];
                 decode_one(shared, &fields[i], epoch, sample, r, out)?;
+                if let Some(m) = d.dirty.as_deref_mut() {
+                    m[k] = p.row_bytes as u64;
+                }
             }
         }
     }

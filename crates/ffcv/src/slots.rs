@@ -48,6 +48,10 @@ pub(crate) struct Slot {
     pub(crate) buffers: Vec<Box<dyn SlotMemory>>,
     /// Per-sample lengths per output (empty for outputs without lengths).
     pub(crate) lengths: Vec<Vec<u64>>,
+    /// Per output, per row: how many leading bytes may be non-zero, so that a padded
+    /// copy only zeroes what an earlier batch wrote past its new length. Empty: unknown
+    /// (every byte may be non-zero), as after allocation, a slot stage or a failed fill.
+    pub(crate) dirty: Vec<Vec<u64>>,
     /// The batch's sample ids.
     pub(crate) sample_ids: Vec<u64>,
     /// What the slot stage attached to the batch in this slot.
@@ -140,6 +144,7 @@ impl SlotPool {
             index,
             buffers,
             lengths: lengths.iter().map(|_| Vec::new()).collect(),
+            dirty: lengths.iter().map(|_| Vec::new()).collect(),
             sample_ids: Vec::new(),
             attachment: None,
             sizes: sizes.to_vec(),
