@@ -4,10 +4,11 @@
 //!
 //! The record of a sample (`RECORD_BYTES`, native-endian words) holds the address and
 //! length of the sample's stored bytes inside the page cache, and the field's metadata
-//! bytes. The loader builds records from `EpochContext::read` for batch `b` and runs the
-//! pipelines before it calls `start_batch(b + 1)`, so every address stays readable while
-//! the kernel runs. Records are only ever built by the loader: [`DecoderOp`] is private to
-//! this crate.
+//! bytes. The loader builds records from `EpochContext::read_extent` for batch `b` and
+//! runs the pipelines before it calls `start_batch(b + 1)`, so every address stays
+//! readable while the kernel runs. Records are only ever built by the loader:
+//! [`DecoderOp`] is private to this crate. Pipelines of a copying decoder alone
+//! ([`super::Decoder::copy_rule`]) need no records: the loader copies their rows itself.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
