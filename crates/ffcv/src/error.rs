@@ -54,8 +54,8 @@ pub enum Error {
         reason: String,
     },
 
-    /// A field has no default decoder (image fields until an image decoder is given,
-    /// custom fields) and was neither given a pipeline nor disabled.
+    /// A field has no default decoder (custom fields) and was neither given a pipeline nor
+    /// disabled.
     #[error(
         "{path}: field {field:?} ({field_type}) has no default decoder; give it one \
          (LoaderBuilder::pipeline, or `--decoder {field}=SPEC`) or disable it \

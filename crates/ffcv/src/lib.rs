@@ -15,10 +15,11 @@
 //! - A field's pipeline is a [`Decoder`] followed by pipeline-jit operations
 //!   ([`PipelineSpec`]). Default decoders: Int → `i64 [B,1]`, Float → `f64 [B,1]`,
 //!   Bytes → `u8 [B,max_size]` + lengths, NDArray/TorchTensor → stored dtype and shape,
-//!   JSON → bytes + lengths + [`BatchOutput::json`]. RGB image fields need an image
-//!   decoder (or [`LoaderBuilder::disable`]): [`decode::SimpleRGBImageDecoder`],
-//!   [`decode::CenterCropRGBImageDecoder`], [`decode::RandomResizedCropRGBImageDecoder`],
-//!   or a `--decoder`-style spec ([`decode::parse_field_decoder`]).
+//!   JSON → bytes + lengths + [`BatchOutput::json`], RGB images →
+//!   [`decode::SimpleRGBImageDecoder`] (constant-size datasets, as FFCV; for varying sizes
+//!   choose [`decode::CenterCropRGBImageDecoder`] or
+//!   [`decode::RandomResizedCropRGBImageDecoder`], a `--decoder`-style spec
+//!   ([`decode::parse_field_decoder`]), or [`LoaderBuilder::disable`] the field).
 //! - [`transforms`] names FFCV's transforms (`ToTensor`, `NormalizeImage`,
 //!   `RandomHorizontalFlip`, `Cutout`, `RandomTranslate`, `ReplaceLabel`, `Poison`, ...).
 //! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and

@@ -93,6 +93,41 @@ fn raw_images_with_simple_decoder_equal_ffcv() {
 }
 
 #[test]
+fn raw_images_with_the_default_decoder_equal_ffcv() {
+    // No pipeline given: RGB image fields default to SimpleRGBImageDecoder, as in FFCV.
+    let exp = expected("images_raw");
+    let samples = exp["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "image")
+        .unwrap()["samples"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut loader = Loader::builder(fixture("images_raw.beton"))
+        .batch_size(7)
+        .drop_last(false)
+        .build()
+        .unwrap();
+    let mut seen = 0;
+    for batch in loader.iter() {
+        let batch = batch.unwrap();
+        let image = batch.get::<u8>("image").unwrap();
+        assert_eq!(&image.shape()[1..], &[32, 32, 3]);
+        for (row, &sample) in batch.sample_ids().iter().enumerate() {
+            let want = base64::engine::general_purpose::STANDARD
+                .decode(samples[sample as usize]["b64"].as_str().unwrap())
+                .unwrap();
+            let got = &image.as_slice()[row * 3072..(row + 1) * 3072];
+            assert!(got == &want[..], "sample {sample} differs");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, samples.len());
+}
+
+#[test]
 fn jpeg_center_crop_equals_ffcv_bit_for_bit() {
     for os_cache in [true, false] {
         for workers in [1, 2] {

@@ -1,7 +1,9 @@
-//! The default decoders of the non-image field types, as FFCV's: Int → `i64 [B, 1]`,
+//! The default decoders of the field types, as FFCV's: Int → `i64 [B, 1]`,
 //! Float → `f64 [B, 1]`, Bytes → `u8 [B, max_size]` plus lengths, NDArray/TorchTensor → the
 //! stored dtype and shape, JSON → bytes plus lengths (unpacked with
-//! [`crate::BatchOutput::json`]); and [`RawBytesDecoder`], the stored bytes of any field.
+//! [`crate::BatchOutput::json`]), RGB images → `SimpleRGBImageDecoder` (constant-size
+//! datasets; it refuses varying sizes when the loader is built, naming two samples); and
+//! [`RawBytesDecoder`], the stored bytes of any field.
 
 use std::sync::Arc;
 
@@ -9,9 +11,12 @@ use beton_io::{DType as NumpyDType, FieldMetadata, FieldType, IMAGE_MODE_RAW, Re
 
 use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
-/// The decoder FFCV uses by default for a field of this type; `None` for types whose
-/// decoder needs choices (RGB images: `SimpleRGBImageDecoder` needs constant sizes, crops
-/// need an output size) and for custom fields.
+/// The decoder FFCV uses by default for a field of this type; `None` for custom fields.
+///
+/// RGB images get FFCV's `SimpleRGBImageDecoder`, which only serves datasets whose images
+/// all have one size: for others the loader's build fails and names the sizes, and the
+/// user picks a crop decoder (`CenterCropRGBImageDecoder`,
+/// `RandomResizedCropRGBImageDecoder`) or disables the field.
 pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
     Some(match field_type {
         FieldType::Int => Arc::new(IntDecoder),
@@ -19,7 +24,8 @@ pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
         FieldType::Bytes => Arc::new(BytesDecoder),
         FieldType::Json => Arc::new(JsonDecoder),
         FieldType::NdArray(_) | FieldType::TorchTensor(_) => Arc::new(NdArrayDecoder),
-        FieldType::RgbImage | FieldType::Custom => return None,
+        FieldType::RgbImage => Arc::new(super::image::SimpleRGBImageDecoder),
+        FieldType::Custom => return None,
     })
 }
 
