@@ -138,10 +138,22 @@ fn a_too_small_memory_budget_is_a_runtime_error() {
 }
 
 #[test]
-fn an_image_field_without_decoder_is_a_runtime_error_naming_the_way_out() {
-    let file = fixture("images_raw");
+fn varying_size_images_without_decoder_are_a_runtime_error_naming_the_way_out() {
+    // The default SimpleRGBImageDecoder needs images of one size; images_jpg's vary.
+    let file = fixture("images_jpg");
     let run = ffcv(["bench", file.to_str().unwrap(), "--batch-size", "8"]);
-    run.assert_runtime_error("--decoder image=none");
+    run.assert_runtime_error("--decoder FIELD=none");
+    // Constant-size raw images load with the default decoder.
+    let raw = fixture("images_raw");
+    let ok = ffcv([
+        "bench",
+        raw.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--epochs",
+        "1",
+    ]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
     let ok = ffcv([
         "bench",
         file.to_str().unwrap(),

@@ -152,7 +152,9 @@ impl Decoder for SimpleRGBImageDecoder {
                 Some((h, w)) if (h, w) != (height, width) => {
                     return Err(format!(
                         "needs every image at one size, but sample 0 is {h}x{w} and sample \
-                         {sample} is {height}x{width} (use a crop decoder)"
+                         {sample} is {height}x{width}; choose a crop decoder \
+                         (`--decoder FIELD=center-crop:HxW` or `random-resized-crop:HxW`) or \
+                         disable the field (`--decoder FIELD=none`)"
                     ));
                 }
                 Some(_) => {}
