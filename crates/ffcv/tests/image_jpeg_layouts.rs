@@ -88,3 +88,160 @@ fn damaged_layouts_never_panic() {
     }
     assert!(errors > 500, "{errors}");
 }
+
+/// The boxes a region decode is checked on for a `h x w` image: the whole
+/// image, every corner pixel, single rows and columns at the edges and the
+/// middle, and pseudo-random boxes of every size class.
+fn region_boxes(h: u32, w: u32) -> Vec<ffcv::image::CropBox> {
+    use ffcv::image::CropBox;
+    let mut boxes = vec![
+        CropBox { i: 0, j: 0, h, w },
+        CropBox {
+            i: 0,
+            j: 0,
+            h: 1,
+            w: 1,
+        },
+        CropBox {
+            i: h - 1,
+            j: w - 1,
+            h: 1,
+            w: 1,
+        },
+        CropBox {
+            i: 0,
+            j: w - 1,
+            h: 1,
+            w: 1,
+        },
+        CropBox {
+            i: h - 1,
+            j: 0,
+            h: 1,
+            w: 1,
+        },
+        CropBox {
+            i: h / 2,
+            j: 0,
+            h: 1,
+            w,
+        },
+        CropBox {
+            i: 0,
+            j: w / 2,
+            h,
+            w: 1,
+        },
+        CropBox {
+            i: h - 1,
+            j: 0,
+            h: 1,
+            w,
+        },
+        CropBox {
+            i: 0,
+            j: w - 1,
+            h,
+            w: 1,
+        },
+    ];
+    // A small LCG so the boxes are the same on every run.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(h * 1000 + w);
+    let mut next = |n: u32| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 33) % u64::from(n)) as u32
+    };
+    for _ in 0..40 {
+        let (bh, bw) = (1 + next(h), 1 + next(w));
+        boxes.push(CropBox {
+            i: next(h - bh + 1),
+            j: next(w - bw + 1),
+            h: bh,
+            w: bw,
+        });
+    }
+    boxes
+}
+
+/// Asserts that `region` holds `full`'s pixels inside `b` (both packed
+/// `w`-wide RGB).
+fn assert_box_equal(region: &[u8], full: &[u8], w: u32, b: ffcv::image::CropBox, what: &str) {
+    for y in b.i..b.i + b.h {
+        let start = ((y * w + b.j) * 3) as usize;
+        let end = start + (b.w * 3) as usize;
+        assert!(
+            region[start..end] == full[start..end],
+            "{what}: row {y} of box {b:?} differs from the full decode"
+        );
+    }
+}
+
+/// A region decode gives libjpeg-turbo's pixels inside the box for every
+/// layout (4:2:0, 4:2:2, 4:4:0, 4:4:4, grayscale, odd and tiny sizes,
+/// restart intervals, the general decoder's fallback), whatever the output
+/// buffer and the decoder's planes held before.
+#[test]
+fn region_decode_matches_full_decode_inside_the_box() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/turbo_fastdct.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    let mut decoder = JpegDecoder::new();
+    let mut full = vec![0u8; 80 * 80 * 3];
+    let mut region = vec![0u8; 80 * 80 * 3];
+    let mut checked = 0;
+    for (n, c) in cases.iter().enumerate() {
+        let name = c["name"].as_str().unwrap();
+        let jpeg = b64(c["jpeg_b64"].as_str().unwrap());
+        let (h, w) = decoder.decode_into(&jpeg, &mut full).unwrap();
+        let previous = b64(cases[(n + 1) % cases.len()]["jpeg_b64"].as_str().unwrap());
+        for (k, b) in region_boxes(h, w).into_iter().enumerate() {
+            // Leave another image in the decoder's planes and junk in the
+            // output, so the box cannot pass by reusing earlier samples.
+            if k % 3 == 0 {
+                decoder.decode_into(&previous, &mut region).unwrap();
+            }
+            region.fill(0xA5 ^ k as u8);
+            let got = decoder.decode_region_into(&jpeg, b, &mut region).unwrap();
+            assert_eq!(got, (h, w), "{name}");
+            assert_box_equal(&region, &full, w, b, name);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, cases.len() * 49);
+}
+
+/// The benchmark's kind of image (160–256 px 4:2:0 quality 90, what FFCV's
+/// writer stores) under many boxes, and a box that does not fit the JPEG
+/// falls back to the whole image.
+#[test]
+fn region_decode_of_synthetic_jpegs_and_oversized_box() {
+    use ffcv::image::{CropBox, SyntheticImageSpec, synthetic_jpeg};
+    let spec = SyntheticImageSpec {
+        min_side: 160,
+        max_side: 256,
+    };
+    let mut decoder = JpegDecoder::new();
+    let mut full = vec![0u8; 256 * 256 * 3];
+    let mut region = vec![0u8; 256 * 256 * 3];
+    for index in 0..6 {
+        let (jpeg, w, h) = synthetic_jpeg(3, index, spec, 90).unwrap();
+        assert_eq!(decoder.decode_into(&jpeg, &mut full).unwrap(), (h, w));
+        for b in region_boxes(h, w) {
+            region.fill(0x5A);
+            assert_eq!(
+                decoder.decode_region_into(&jpeg, b, &mut region).unwrap(),
+                (h, w)
+            );
+            assert_box_equal(&region, &full, w, b, "synthetic");
+        }
+        let too_big = CropBox { i: 1, j: 0, h, w };
+        region.fill(0);
+        decoder
+            .decode_region_into(&jpeg, too_big, &mut region)
+            .unwrap();
+        let n = (h * w * 3) as usize;
+        assert!(region[..n] == full[..n], "oversized box decodes everything");
+    }
+}

@@ -12,7 +12,7 @@
 //! 1.26 / 0.34 / 1.45 per channel with `jpeg-decoder`, over the 1.0 target).
 
 use super::turbo::{Outcome, TurboDecoder};
-use super::{ImageError, Result, RgbImage, rgb_len};
+use super::{CropBox, ImageError, Result, RgbImage, rgb_len};
 use jpeg_decoder::{Decoder, PixelFormat};
 
 /// A JPEG decoder that keeps its working buffers between images: one per
@@ -39,6 +39,26 @@ impl JpegDecoder {
     /// see [`decode_jpeg_into`].
     pub fn decode_into(&mut self, jpeg: &[u8], out: &mut [u8]) -> Result<(u32, u32)> {
         match self.turbo.decode_into(jpeg, out)? {
+            Outcome::Decoded(h, w) => Ok((h, w)),
+            Outcome::Unsupported => decode_general_into(jpeg, out),
+        }
+    }
+
+    /// [`Self::decode_into`] for a caller that reads only the pixels inside
+    /// `crop` (then resizes them, as the crop decoders do): those pixels are
+    /// exactly what [`Self::decode_into`] gives, while the rest of the
+    /// `height x width` image in `out` is left unspecified. The baseline path
+    /// skips the IDCT, upsampling and colour conversion the crop does not
+    /// depend on; other JPEGs are decoded whole. A crop that does not fit the
+    /// JPEG's size decodes the whole image (the caller's size check then
+    /// reports the mismatch).
+    pub fn decode_region_into(
+        &mut self,
+        jpeg: &[u8],
+        crop: CropBox,
+        out: &mut [u8],
+    ) -> Result<(u32, u32)> {
+        match self.turbo.decode_region_into(jpeg, Some(crop), out)? {
             Outcome::Decoded(h, w) => Ok((h, w)),
             Outcome::Unsupported => decode_general_into(jpeg, out),
         }

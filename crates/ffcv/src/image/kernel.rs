@@ -42,8 +42,9 @@ impl RgbDecoderKernel {
     /// `data` its stored bytes, into `out` (`out_h x out_w x 3`). `rng` is
     /// drawn from only by [`RgbDecoderKind::RandomResizedCrop`].
     ///
-    /// As FFCV: a JPEG is decoded at full size, a raw image is used in
-    /// place; then the crop box is taken and resized. Unlike FFCV, a JPEG
+    /// As FFCV: the crop box is drawn from the metadata size, a raw image is
+    /// used in place, a JPEG decoded (only the part the box depends on; the
+    /// box's pixels equal FFCV's full decode), then the box is resized. Unlike FFCV, a JPEG
     /// whose header disagrees with the metadata size, a raw payload of the
     /// wrong length, an unknown mode, or a `Simple` image of the wrong size
     /// is an error instead of undefined output.
@@ -90,6 +91,15 @@ impl RgbDecoderKernel {
                 reason: "SimpleRGBImageDecoder needs every image at the output size",
             });
         }
+        // The crop box depends only on the metadata size, so it is drawn
+        // first and a JPEG is decoded only where the box needs it.
+        let crop = match kind {
+            RgbDecoderKind::Simple => None,
+            RgbDecoderKind::CenterCrop { ratio } => Some(center_crop_box(h, w, *ratio)),
+            RgbDecoderKind::RandomResizedCrop(params) => {
+                Some(random_resized_crop_box(h, w, params, rng))
+            }
+        };
         let pixels: &[u8] = match mode {
             ImageMode::Raw => {
                 if data.len() != needed {
@@ -106,7 +116,11 @@ impl RgbDecoderKernel {
                 if self.full.len() < needed {
                     self.full.resize(needed, 0);
                 }
-                let (dh, dw) = self.jpeg.decode_into(data, &mut self.full[..needed])?;
+                let full = &mut self.full[..needed];
+                let (dh, dw) = match crop {
+                    Some(crop) => self.jpeg.decode_region_into(data, crop, full)?,
+                    None => self.jpeg.decode_into(data, full)?,
+                };
                 if (dh, dw) != (h, w) {
                     return Err(ImageError::JpegDecode {
                         len: data.len(),
@@ -116,13 +130,9 @@ impl RgbDecoderKernel {
                 &self.full[..needed]
             }
         };
-        let crop = match kind {
-            RgbDecoderKind::Simple => {
-                out[..needed].copy_from_slice(pixels);
-                return Ok(());
-            }
-            RgbDecoderKind::CenterCrop { ratio } => center_crop_box(h, w, *ratio),
-            RgbDecoderKind::RandomResizedCrop(params) => random_resized_crop_box(h, w, params, rng),
+        let Some(crop) = crop else {
+            out[..needed].copy_from_slice(pixels);
+            return Ok(());
         };
         self.resizer
             .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)

@@ -10,7 +10,7 @@
 //! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
 //! caller can use a general decoder instead.
 
-use super::{ImageError, Result, rgb_len};
+use super::{CropBox, ImageError, Result, rgb_len};
 
 /// What [`TurboDecoder::decode_into`] did.
 #[derive(Debug, PartialEq, Eq)]
@@ -354,6 +354,20 @@ impl TurboDecoder {
     /// Decodes `jpeg` into `out` (packed RGB), or reports that the file
     /// needs the general decoder.
     pub(crate) fn decode_into(&mut self, jpeg: &[u8], out: &mut [u8]) -> Result<Outcome> {
+        self.decode_region_into(jpeg, None, out)
+    }
+
+    /// [`Self::decode_into`] that only needs the pixels inside `crop` to be
+    /// right: the IDCT, upsampling and colour conversion run only for the
+    /// samples those pixels depend on (the entropy decoding still covers
+    /// every block). Pixels outside the crop are left unspecified. A crop
+    /// that does not fit the JPEG's size decodes the whole image.
+    pub(crate) fn decode_region_into(
+        &mut self,
+        jpeg: &[u8],
+        crop: Option<CropBox>,
+        out: &mut [u8],
+    ) -> Result<Outcome> {
         let len = jpeg.len();
         let err = |m: &str| corrupt(len, m);
         if !jpeg.starts_with(&[0xFF, 0xD8]) {
@@ -558,6 +572,7 @@ impl TurboDecoder {
                         }
                         *slot = (k, td, ta);
                     }
+                    let region = Region::new(crop, width, height);
                     let end = self.decode_scan(
                         jpeg,
                         pos,
@@ -566,6 +581,7 @@ impl TurboDecoder {
                         &qt,
                         (width, height, hmax, vmax),
                         restart_interval,
+                        &region,
                     )?;
                     pos = end;
                     scanned = true;
@@ -582,7 +598,8 @@ impl TurboDecoder {
                 Some(t) => t == 0,
                 None => !jfif && comps.iter().map(|c| c.id).eq([b'R', b'G', b'B']),
             };
-        self.convert(comps, width, height, hmax, vmax, rgb, out);
+        let region = Region::new(crop, width, height);
+        self.convert(comps, width, hmax, vmax, rgb, &region, out);
         Ok(Outcome::Decoded(height as u32, width as u32))
     }
 
@@ -596,6 +613,7 @@ impl TurboDecoder {
         qt: &[[i32; 64]; 4],
         (width, height, hmax, vmax): (usize, usize, usize, usize),
         restart_interval: usize,
+        region: &Region,
     ) -> Result<usize> {
         let err = |m: &str| corrupt(jpeg.len(), m);
         let mut bits = Bits::new(jpeg, start);
@@ -621,6 +639,7 @@ impl TurboDecoder {
             for (si, &(k, td, ta)) in scan.iter().enumerate() {
                 let (dct, act) = (&self.dc[td], &self.ac[ta]);
                 let c = &comps[k];
+                let (rows, cols) = region.samples(c, hmax / c.h, vmax / c.v);
                 let (bh, bv) = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
                 for by in 0..bv {
                     for bx in 0..bh {
@@ -650,7 +669,9 @@ impl TurboDecoder {
                         }
                         let x0 = (mx * bh + bx) * 8;
                         let y0 = (my * bv + by) * 8;
-                        if x0 + 8 <= c.pw && y0 + 8 <= c.ph {
+                        let needed =
+                            x0 < cols.1 && x0 + 8 > cols.0 && y0 < rows.1 && y0 + 8 > rows.0;
+                        if needed && x0 + 8 <= c.pw && y0 + 8 <= c.ph {
                             let plane = &mut self.planes[k][y0 * c.pw + x0..];
                             let q = &qt[c.tq];
                             if any_ac {
@@ -680,18 +701,23 @@ impl TurboDecoder {
         &mut self,
         comps: &[Component],
         width: usize,
-        height: usize,
         hmax: usize,
         vmax: usize,
         rgb_direct: bool,
+        region: &Region,
         out: &mut [u8],
     ) {
-        let out = &mut out[..width * height * 3];
+        let (x0, x1) = (region.x0, region.x1);
+        let lines = out
+            .chunks_exact_mut(width * 3)
+            .enumerate()
+            .take(region.y1)
+            .skip(region.y0);
         if comps.len() == 1 {
             let c = &comps[0];
-            for (y, row) in out.chunks_exact_mut(width * 3).enumerate() {
-                let src = &self.planes[0][y * c.pw..y * c.pw + width];
-                for (px, &l) in row.chunks_exact_mut(3).zip(src) {
+            for (y, row) in lines {
+                let src = &self.planes[0][y * c.pw + x0..y * c.pw + x1];
+                for (px, &l) in row[x0 * 3..x1 * 3].chunks_exact_mut(3).zip(src) {
                     px.fill(l);
                 }
             }
@@ -703,11 +729,12 @@ impl TurboDecoder {
             r.resize(c.pw * (hmax / c.h) + 2, 0);
         }
         let Self { planes, rows, .. } = self;
-        for (y, row) in out.chunks_exact_mut(width * 3).enumerate() {
+        for (y, row) in lines {
             for (k, c) in comps.iter().enumerate() {
                 upsample_row(&planes[k], c, hmax / c.h, vmax / c.v, y, &mut rows[k]);
             }
-            let (r0, r1, r2) = (&rows[0][..width], &rows[1][..width], &rows[2][..width]);
+            let (r0, r1, r2) = (&rows[0][x0..x1], &rows[1][x0..x1], &rows[2][x0..x1]);
+            let row = &mut row[x0 * 3..x1 * 3];
             if rgb_direct {
                 for (((px, &a), &b), &c) in row.chunks_exact_mut(3).zip(r0).zip(r1).zip(r2) {
                     px.copy_from_slice(&[a, b, c]);
@@ -718,6 +745,52 @@ impl TurboDecoder {
                 }
             }
         }
+    }
+}
+
+/// The pixels a decode must get right: rows `y0..y1`, columns `x0..x1`.
+struct Region {
+    y0: usize,
+    y1: usize,
+    x0: usize,
+    x1: usize,
+}
+
+impl Region {
+    /// `crop` if it fits the `width x height` image, else the whole image.
+    fn new(crop: Option<CropBox>, width: usize, height: usize) -> Self {
+        match crop {
+            Some(b) if b.fits(height as u32, width as u32) => Self {
+                y0: b.i as usize,
+                y1: (b.i + b.h) as usize,
+                x0: b.j as usize,
+                x1: (b.j + b.w) as usize,
+            },
+            _ => Self {
+                y0: 0,
+                y1: height,
+                x0: 0,
+                x1: width,
+            },
+        }
+    }
+
+    /// The sample rows and columns (half-open, in component `c`'s plane)
+    /// that the region's pixels read when `c` is upsampled by `(fh, fv)`:
+    /// the samples under the region plus one on each side of a 2x axis,
+    /// the neighbours fancy upsampling blends in (clamped to the real
+    /// samples, as the upsampler clamps its context).
+    fn samples(&self, c: &Component, fh: usize, fv: usize) -> ((usize, usize), (usize, usize)) {
+        let span = |a: usize, b: usize, f: usize, n: usize| {
+            let margin = usize::from(f == 2);
+            let lo = (a / f).min(n - 1).saturating_sub(margin);
+            let hi = ((b - 1) / f + margin).min(n - 1) + 1;
+            (lo, hi)
+        };
+        (
+            span(self.y0, self.y1, fv, c.dh),
+            span(self.x0, self.x1, fh, c.dw),
+        )
     }
 }
 
