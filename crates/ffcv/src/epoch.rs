@@ -33,6 +33,8 @@ pub struct EpochIter<'a> {
     handle: Option<JoinHandle<()>>,
     epoch: u64,
     num_batches: usize,
+    /// Batches handed to the consumer so far (the index of the next one).
+    yielded: usize,
     done: bool,
     _loader: PhantomData<&'a mut Loader>,
 }
@@ -75,6 +77,7 @@ impl<'a> EpochIter<'a> {
             handle: None,
             epoch,
             num_batches,
+            yielded: 0,
             done: false,
             _loader: PhantomData,
         };
@@ -132,9 +135,20 @@ impl Iterator for EpochIter<'_> {
         if self.done {
             return None;
         }
-        let received = self.rx.as_ref()?.recv();
+        let rx = self.rx.as_ref()?;
+        let t = Instant::now();
+        let received =
+            tracing::debug_span!("consumer_wait", epoch = self.epoch, batch = self.yielded)
+                .in_scope(|| rx.recv());
+        self.shared
+            .counters
+            .consumer_wait_ns
+            .fetch_add(nanos(t), Ordering::Relaxed);
         match received {
-            Ok(Ok(batch)) => Some(Ok(batch)),
+            Ok(Ok(batch)) => {
+                self.yielded += 1;
+                Some(Ok(batch))
+            }
             Ok(Err(e)) => {
                 self.done = true;
                 self.stop_and_join();
@@ -226,16 +240,20 @@ fn produce(
                 source,
             })?;
         let t = Instant::now();
-        if let Err(e) = fill(
-            shared,
-            &fields,
-            &plans,
-            &ctx,
-            epoch,
-            ids,
-            &mut records,
-            &mut slot,
-        ) {
+        let filled =
+            tracing::debug_span!("fill", epoch, batch = b, samples = ids.len()).in_scope(|| {
+                fill(
+                    shared,
+                    &fields,
+                    &plans,
+                    &ctx,
+                    epoch,
+                    ids,
+                    &mut records,
+                    &mut slot,
+                )
+            });
+        if let Err(e) = filled {
             // Rows may hold bytes the dirty marks do not know about.
             slot.dirty.iter_mut().for_each(Vec::clear);
             shared.slots.give_back(slot);
@@ -257,7 +275,11 @@ fn produce(
                     samples: n,
                 })
                 .collect();
-            match stage.process(slot.index, &mut views) {
+            let t = Instant::now();
+            let processed = tracing::debug_span!("slot_stage", epoch, batch = b, slot = slot.index)
+                .in_scope(|| stage.process(slot.index, &mut views));
+            c.slot_stage_ns.fetch_add(nanos(t), Ordering::Relaxed);
+            match processed {
                 Ok(attachment) => {
                     drop(views);
                     slot.attachment = attachment;
@@ -284,7 +306,9 @@ fn produce(
             b,
         );
         let t = Instant::now();
-        if tx.send(Ok(batch)).is_err() {
+        let sent = tracing::debug_span!("slot_wait", epoch, batch = b)
+            .in_scope(|| tx.send(Ok(batch)).is_ok());
+        if !sent {
             // The consumer dropped the iterator; the batch went back to the pool.
             return Ok(());
         }

@@ -445,8 +445,8 @@ impl LoaderBuilder {
             }
             None => None,
         };
-        let (allocator, stage): (Arc<dyn SlotAllocator>, Option<Arc<dyn SlotStage>>) = match gpu {
-            Some(g) => (Arc::new(g.clone()), Some(Arc::new(g))),
+        let (allocator, stage): (Arc<dyn SlotAllocator>, Option<Arc<dyn SlotStage>>) = match &gpu {
+            Some(g) => (Arc::new(g.clone()), Some(Arc::new(g.clone()))),
             None => (Arc::clone(&self.allocator), self.stage.clone()),
         };
         let slots = Arc::new(SlotPool::new(allocator, stage, self.batches_ahead + 2));
@@ -473,6 +473,7 @@ impl LoaderBuilder {
             fields: Mutex::new(fields),
             outputs: Mutex::new(outputs),
             slots,
+            gpu,
             counters: Counters::default(),
             live_producers: Arc::new(AtomicUsize::new(0)),
         };
@@ -651,6 +652,9 @@ pub(crate) struct Counters {
     pub(crate) wait_pages_ns: AtomicU64,
     pub(crate) decode_ns: AtomicU64,
     pub(crate) wait_slot_ns: AtomicU64,
+    pub(crate) slot_stage_ns: AtomicU64,
+    /// Updated by the consumer's thread ([`EpochIter`]'s `next`), not the producer's.
+    pub(crate) consumer_wait_ns: AtomicU64,
 }
 
 /// What the producer thread of an epoch shares with the loader.
@@ -670,6 +674,8 @@ pub(crate) struct Shared {
     pub(crate) fields: Mutex<Vec<FieldRunner>>,
     pub(crate) outputs: Mutex<Arc<[OutputInfo]>>,
     pub(crate) slots: Arc<SlotPool>,
+    /// The GPU stage built from [`LoaderBuilder::device`], kept for its copy counters.
+    pub(crate) gpu: Option<crate::gpu::GpuStage>,
     pub(crate) counters: Counters,
     pub(crate) live_producers: Arc<AtomicUsize>,
 }
@@ -679,6 +685,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Counters of a loader, summed over its epochs.
+///
+/// The durations are wall-clock time on one thread each, so they say who waited on whom:
+/// the producer thread's time splits into `wait_pages` (storage), `decode` (the CPU
+/// pipelines), `slot_stage` (the slot stage's host side, e.g. enqueueing GPU copies) and
+/// `wait_slot` (the consumer was behind); the consumer's time in the iterator is
+/// `consumer_wait` (the loader was behind). The GPU copy itself runs on the device and is
+/// counted apart (`h2d_*`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LoaderStats {
     /// Epochs started.
@@ -690,12 +703,30 @@ pub struct LoaderStats {
     /// Stored bytes of the produced samples' enabled fields (data plus 8 bytes per
     /// Int/Float value).
     pub payload_bytes: u64,
-    /// Time the producer waited for pages (`start_batch`).
+    /// Producer's view: time it waited for pages (`start_batch`).
     pub wait_pages: Duration,
-    /// Time spent gathering and running the pipelines.
+    /// Producer's view: time spent gathering and running the CPU pipelines.
     pub decode: Duration,
-    /// Time the producer waited for room in the queue (the consumer was behind).
+    /// Producer's view: time it waited for room in the queue of ready batches (the
+    /// consumer was behind; `batches_ahead` batches were already waiting for it).
     pub wait_slot: Duration,
+    /// Producer's view: time in the slot stage's `process` (with a GPU stage: the host
+    /// side of enqueueing the host → device copies and kernels, and whatever the stage
+    /// waits for there). Zero without a slot stage.
+    pub slot_stage: Duration,
+    /// Consumer's view: time the consumer spent inside the epoch iterator's `next`
+    /// waiting for a batch (the producer was behind), including the final call that
+    /// ends the epoch.
+    pub consumer_wait: Duration,
+    /// GPU stage: bytes copied host → device (0 without a GPU stage).
+    pub h2d_bytes: u64,
+    /// GPU stage: batches whose device time was measured (all but the first batch staged
+    /// in each stage slot; 0 without a GPU stage).
+    pub h2d_timed_batches: u64,
+    /// GPU stage: device time of the timed batches' copies and kernels, measured with CUDA
+    /// events ([`crate::gpu::GpuStats::device_time`]; zero without a GPU stage). Divide by
+    /// `h2d_timed_batches` for the device time of one batch.
+    pub h2d_time: Duration,
     /// Bytes the process cache read from storage (0 with the OS cache, which reads
     /// through the kernel).
     pub storage_bytes_read: u64,
@@ -840,9 +871,16 @@ impl Loader {
         builder.build()
     }
 
-    /// Counters summed over every epoch so far.
+    /// Counters summed over every epoch so far. With a GPU stage this waits for the copies
+    /// still in flight, so that their device time counts.
     pub fn stats(&self) -> LoaderStats {
         let c = &self.shared.counters;
+        let gpu = self
+            .shared
+            .gpu
+            .as_ref()
+            .map(crate::gpu::GpuStage::stats)
+            .unwrap_or_default();
         let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
         LoaderStats {
             epochs: c.epochs.load(Ordering::Relaxed),
@@ -852,6 +890,11 @@ impl Loader {
             wait_pages: ns(&c.wait_pages_ns),
             decode: ns(&c.decode_ns),
             wait_slot: ns(&c.wait_slot_ns),
+            slot_stage: ns(&c.slot_stage_ns),
+            consumer_wait: ns(&c.consumer_wait_ns),
+            h2d_bytes: gpu.h2d_bytes,
+            h2d_timed_batches: gpu.timed_batches,
+            h2d_time: gpu.device_time,
             storage_bytes_read: self.shared.cache.stats().storage_bytes_read,
             slots: self.shared.slots.total(),
             slot_allocations: self.shared.slots.allocations(),

@@ -247,6 +247,12 @@ fn gpu_batches_equal_the_cpu_batches() {
         let slots = loader.stats().slot_allocations as u64;
         assert_eq!(stats.timed_batches, stats.batches - slots, "{stats:?}");
         assert!(stats.device_time > std::time::Duration::ZERO);
+        // The loader's counters carry the stage's copy figures.
+        let ls = loader.stats();
+        assert_eq!(ls.h2d_bytes, stats.h2d_bytes);
+        assert_eq!(ls.h2d_timed_batches, stats.timed_batches);
+        assert!(ls.h2d_time >= stats.device_time, "{ls:?} {stats:?}");
+        assert!(ls.slot_stage > std::time::Duration::ZERO);
     }
     println!(
         "\nPASS gpu_batches_equal_cpu: {checked} batches (batches_ahead 1..=4 x 3 epochs, 2 held), {:.1} MB read back equal",
