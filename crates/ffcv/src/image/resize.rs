@@ -65,6 +65,13 @@ pub struct AreaResizer {
     xalpha: Vec<[i16; 2]>,
     yofs: Vec<u32>,
     ybeta: Vec<[i16; 2]>,
+    /// The x table as `xtap` taps per output pixel: `(byte offset of the
+    /// source pixel, weight)`, groups shorter than `xtap` padded with
+    /// weight-0 taps on their first pixel. Adding `p * 0.0 = +0.0` to a
+    /// non-negative sum leaves it unchanged, so the padding keeps OpenCV's
+    /// sums bit for bit while every pixel runs the same loop.
+    xtaps: Vec<(u32, f32)>,
+    xtap: usize,
     fbuf: Vec<f32>,
     fsum: Vec<f32>,
     irow0: Vec<i32>,
@@ -81,9 +88,13 @@ fn cv_floor(x: f64) -> i64 {
     x.floor() as i64
 }
 
-/// `saturate_cast<uchar>(float)`: round half to even, clamp.
+/// `saturate_cast<uchar>(float)`: round half to even, clamp. Clamping
+/// first gives the same byte (the bounds are integers), and then adding and
+/// subtracting 2^23 rounds half to even in the default rounding mode: the
+/// same as `round_ties_even`, which without SSE4.1 is a libm call per pixel.
 fn sat_u8(x: f32) -> u8 {
-    x.round_ties_even().clamp(0.0, 255.0) as u8
+    const MAGIC: f32 = 8_388_608.0;
+    ((x.clamp(0.0, 255.0) + MAGIC) - MAGIC) as u8
 }
 
 /// `saturate_cast<short>(float)`.
@@ -154,6 +165,8 @@ impl AreaResizer {
             xalpha: Vec::new(),
             yofs: Vec::new(),
             ybeta: Vec::new(),
+            xtaps: Vec::new(),
+            xtap: 0,
             fbuf: Vec::new(),
             fsum: Vec::new(),
             irow0: Vec::new(),
@@ -188,6 +201,23 @@ impl AreaResizer {
         } else if scale_x >= 1.0 && scale_y >= 1.0 {
             area_tab(swu, dwu, scale_x, &mut self.xgroups, &mut self.xweights);
             area_tab(shu, dhu, scale_y, &mut self.ygroups, &mut self.yweights);
+            self.xtap = self
+                .xgroups
+                .iter()
+                .map(|g| g.len as usize)
+                .max()
+                .unwrap_or(1);
+            self.xtaps.clear();
+            for g in &self.xgroups {
+                let w = &self.xweights[g.first as usize..(g.first + g.len) as usize];
+                for t in 0..self.xtap {
+                    let (sx, wt) = match w.get(t) {
+                        Some(&wt) => (g.start as usize + t, wt),
+                        None => (g.start as usize, 0.0),
+                    };
+                    self.xtaps.push(((sx * CN) as u32, wt));
+                }
+            }
             self.fbuf.clear();
             self.fbuf.resize(dwu * CN, 0.0);
             self.fsum.clear();
@@ -343,19 +373,25 @@ impl AreaResizer {
     /// same operations in the same order as OpenCV, so the same roundings.
     fn resize_area(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize) {
         let Self {
-            xgroups,
-            xweights,
+            xtaps,
+            xtap,
             ygroups,
             yweights,
             fbuf,
             fsum,
             ..
         } = self;
+        // A source row straddling two output rows is weighted horizontally
+        // once: `fbuf` keeps the last row's sums for the next output row.
+        let mut cached = None;
         for (g, out) in ygroups.iter().zip(dst.chunks_exact_mut(dwidth)) {
             let rows = g.start as usize..(g.start + g.len) as usize;
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
-                hsum_area(src.row(sy), xgroups, xweights, fbuf);
+                if cached != Some(sy) {
+                    hsum_area(src.row(sy), xtaps, *xtap, fbuf);
+                    cached = Some(sy);
+                }
                 if k == 0 {
                     for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
                         *sum = beta * b;
@@ -411,19 +447,39 @@ impl View<'_> {
 }
 
 /// One source row weighted horizontally: `buf[dx] = sum of s[sx] * w` over
-/// the group's taps in table order, starting from 0 as OpenCV's buffer does.
-fn hsum_area(s: &[u8], groups: &[AreaGroup], weights: &[f32], buf: &mut [f32]) {
-    for (g, b) in groups.iter().zip(buf.chunks_exact_mut(CN)) {
-        let px = &s[g.start as usize * CN..(g.start + g.len) as usize * CN];
-        let w = &weights[g.first as usize..(g.first + g.len) as usize];
-        let mut acc = [0.0f32; CN];
-        for (p, &a) in px.chunks_exact(CN).zip(w) {
-            acc[0] += f32::from(p[0]) * a;
-            acc[1] += f32::from(p[1]) * a;
-            acc[2] += f32::from(p[2]) * a;
+/// the pixel's taps in table order, starting from 0 as OpenCV's buffer does.
+/// The common tap counts get their own copy with the count fixed.
+fn hsum_area(s: &[u8], taps: &[(u32, f32)], ntap: usize, buf: &mut [f32]) {
+    match ntap {
+        2 => hsum_taps::<2>(s, taps, buf),
+        3 => hsum_taps::<3>(s, taps, buf),
+        4 => hsum_taps::<4>(s, taps, buf),
+        5 => hsum_taps::<5>(s, taps, buf),
+        _ => {
+            for (t, b) in taps.chunks_exact(ntap).zip(buf.chunks_exact_mut(CN)) {
+                b.copy_from_slice(&weigh(s, t));
+            }
         }
-        b.copy_from_slice(&acc);
     }
+}
+
+fn hsum_taps<const N: usize>(s: &[u8], taps: &[(u32, f32)], buf: &mut [f32]) {
+    for (t, b) in taps.as_chunks::<N>().0.iter().zip(buf.chunks_exact_mut(CN)) {
+        b.copy_from_slice(&weigh(s, t));
+    }
+}
+
+/// One output pixel's horizontal sum, tap by tap in order.
+#[inline(always)]
+fn weigh(s: &[u8], taps: &[(u32, f32)]) -> [f32; CN] {
+    let mut acc = [0.0f32; CN];
+    for &(off, a) in taps {
+        let p = &s[off as usize..off as usize + CN];
+        acc[0] += f32::from(p[0]) * a;
+        acc[1] += f32::from(p[1]) * a;
+        acc[2] += f32::from(p[2]) * a;
+    }
+    acc
 }
 
 /// `resizeAreaFast_`: integer `sx x sy` blocks.
