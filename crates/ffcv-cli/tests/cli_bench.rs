@@ -5,7 +5,7 @@ mod support;
 
 use support::{ffcv, fixture};
 
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 14] = [
     "samples_per_sec",
     "bytes_per_sec",
     "epoch_seconds",
@@ -16,6 +16,10 @@ const KEYS: [&str; 10] = [
     "wait_pages_seconds",
     "decode_seconds",
     "wait_slot_seconds",
+    "slot_stage_seconds",
+    "consumer_wait_seconds",
+    "h2d_seconds",
+    "h2d_bytes",
 ];
 
 #[test]
@@ -46,6 +50,12 @@ fn json_report_has_every_figure() {
     assert_eq!(report["num_workers"], 2);
     assert!(report["samples_per_sec"].as_f64().unwrap() > 0.0);
     assert!(report["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // The consumer waits in every `next`; without a slot stage or a GPU stage their
+    // figures are zero.
+    assert!(report["consumer_wait_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["slot_stage_seconds"].as_f64(), Some(0.0));
+    assert_eq!(report["h2d_seconds"].as_f64(), Some(0.0));
+    assert_eq!(report["h2d_bytes"].as_u64(), Some(0));
     // Payload: 16 bytes (an i64 and an f64) per sample.
     let ratio =
         report["bytes_per_sec"].as_f64().unwrap() / report["samples_per_sec"].as_f64().unwrap();

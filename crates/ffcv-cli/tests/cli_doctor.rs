@@ -260,6 +260,10 @@ fn a_measured_run_starts_from_the_rules_and_names_a_resource_with_evidence() {
     let baseline = &trials[0]["measurement"];
     assert!(baseline["samples_per_sec"].as_f64().unwrap() > 0.0);
     assert_eq!(baseline["h2d_seconds"], Value::Null);
+    // The loader's own counters: the consumer's waits in `next`; nothing for a GPU stage.
+    assert!(baseline["consumer_wait_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(baseline["slot_stage_seconds"].as_f64(), Some(0.0));
+    assert_eq!(baseline["h2d_bytes"].as_u64(), Some(0));
     // Every later run changes exactly one knob of the best configuration so far, except the
     // rechecks, which measure that best configuration again.
     let mut best = trials[0]["knobs"].clone();

@@ -8,9 +8,14 @@
 //! reads that reached the device; the process cache's counter where that file is
 //! unreadable), `cache_bytes_read` (what the process cache read, from storage or the OS's
 //! page cache; 0 with the OS cache), and where the producer's
-//! time went: `wait_pages_seconds`, `decode_seconds`, `wait_slot_seconds`; plus the
-//! process's `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it
-//! to read every byte.
+//! time went: `wait_pages_seconds`, `decode_seconds`, `wait_slot_seconds` (waiting for the
+//! consumer), `slot_stage_seconds` (host time in the slot stage, e.g. enqueueing GPU
+//! copies); the consumer's side: `consumer_wait_seconds` (time inside the iterator waiting
+//! for batches, from the loader's counter); the GPU stage's copies: `h2d_bytes` and
+//! `h2d_seconds` (device time measured with CUDA events, scaled from the timed batches to
+//! every batch of the epoch; both 0 without a GPU stage); plus the process's
+//! `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it to read
+//! every byte.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -144,6 +149,10 @@ struct EpochFigures {
     wait_pages: f64,
     decode: f64,
     wait_slot: f64,
+    slot_stage: f64,
+    consumer_wait: f64,
+    h2d_seconds: f64,
+    h2d_bytes: u64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -249,7 +258,23 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
         wait_pages: (after.wait_pages - before.wait_pages).as_secs_f64(),
         decode: (after.decode - before.decode).as_secs_f64(),
         wait_slot: (after.wait_slot - before.wait_slot).as_secs_f64(),
+        slot_stage: (after.slot_stage - before.slot_stage).as_secs_f64(),
+        consumer_wait: (after.consumer_wait - before.consumer_wait).as_secs_f64(),
+        h2d_seconds: h2d_seconds(&before, &after),
+        h2d_bytes: after.h2d_bytes - before.h2d_bytes,
     })
+}
+
+/// Device time of the GPU copies between two snapshots: the stage times every batch but
+/// the first of each stage slot, so the timed batches' time is scaled to all batches. 0
+/// when no batch was timed (no GPU stage, or too few batches).
+fn h2d_seconds(before: &LoaderStats, after: &LoaderStats) -> f64 {
+    let timed = after.h2d_timed_batches - before.h2d_timed_batches;
+    if timed == 0 {
+        return 0.0;
+    }
+    let batches = (after.batches - before.batches).max(timed);
+    (after.h2d_time - before.h2d_time).as_secs_f64() * batches as f64 / timed as f64
 }
 
 fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + Sync>> {
@@ -333,6 +358,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         "wait_pages_seconds": m(|e| e.wait_pages),
         "decode_seconds": m(|e| e.decode),
         "wait_slot_seconds": m(|e| e.wait_slot),
+        "slot_stage_seconds": m(|e| e.slot_stage),
+        "consumer_wait_seconds": m(|e| e.consumer_wait),
+        "h2d_seconds": m(|e| e.h2d_seconds),
+        "h2d_bytes": m(|e| e.h2d_bytes as f64) as u64,
     });
     if args.json {
         println!("{report}");
@@ -369,6 +398,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             r["decode_seconds"].as_f64().unwrap_or(0.0),
             r["wait_slot_seconds"].as_f64().unwrap_or(0.0)
         );
+        println!(
+            "  consumer time    waiting for batches {:.4} s",
+            r["consumer_wait_seconds"].as_f64().unwrap_or(0.0)
+        );
+        if args.device != ffcv::gpu::DeviceSpec::Cpu {
+            println!(
+                "  GPU stage        host {:.4} s, copies {:.4} s device time, {} bytes",
+                r["slot_stage_seconds"].as_f64().unwrap_or(0.0),
+                r["h2d_seconds"].as_f64().unwrap_or(0.0),
+                r["h2d_bytes"]
+            );
+        }
         println!(
             "  storage read     {} bytes per epoch; peak RSS {} bytes; seed {}",
             r["storage_bytes_read"], r["peak_rss_bytes"], r["seed"]

@@ -64,13 +64,21 @@ pub struct Measurement {
     /// Wall time the producer spent running the pipeline stages on the worker pool (every
     /// worker takes chunks of the batch meanwhile).
     pub stage_seconds: f64,
-    /// Time the producer waited for a free slot (the consumer holds them all).
+    /// Time the producer waited for room in the queue of ready batches (the consumer is
+    /// behind: it has not taken the batches already made).
     pub slot_wait_seconds: f64,
-    /// Time the consumer waited for the next batch.
+    /// Time the consumer waited in the iterator for the next batch (the loader is behind).
     pub consumer_wait_seconds: f64,
-    /// Host-to-device copy time; `None` when the pipeline has no GPU stage or the loader
-    /// does not report it.
+    /// Host time the producer spent in the slot stage (with a GPU stage: enqueueing the
+    /// copies, and any wait for the device there); 0 without a slot stage.
+    pub slot_stage_seconds: f64,
+    /// Device time of the host-to-device copies (and on-device kernels) of the window's
+    /// batches, from the GPU stage's CUDA-event timing: the timed batches' time scaled to
+    /// every batch of the window. `None` without a GPU stage, or when no batch of the
+    /// window was timed.
     pub h2d_seconds: Option<f64>,
+    /// Bytes copied host to device in the window (0 without a GPU stage).
+    pub h2d_bytes: u64,
     /// Batches went through a GPU stage.
     pub gpu_stage: bool,
     /// Peak resident set size of the process, when known.
@@ -112,6 +120,27 @@ impl Measurement {
         share(self.h2d_seconds.unwrap_or(0.0), self.wall_seconds)
     }
 
+    /// Fraction of the wall time the producer spent in the slot stage.
+    pub fn slot_stage_share(&self) -> f64 {
+        share(self.slot_stage_seconds, self.wall_seconds)
+    }
+
+    /// Fraction of the wall time the consumer waited for batches.
+    pub fn consumer_wait_share(&self) -> f64 {
+        share(self.consumer_wait_seconds, self.wall_seconds)
+    }
+
+    /// How much of the wall time the GPU link was the limit: the copies' device time, or,
+    /// when larger, the producer's time in the GPU stage (where it waits for the device
+    /// when every stage slot's copy is still in flight). 0 without a GPU stage.
+    pub fn gpu_link_share(&self) -> f64 {
+        if self.gpu_stage || self.h2d_seconds.is_some() {
+            self.h2d_share().max(self.slot_stage_share())
+        } else {
+            0.0
+        }
+    }
+
     /// The measurement as JSON (stable keys).
     pub fn to_json(self) -> Value {
         json!({
@@ -121,7 +150,9 @@ impl Measurement {
             "stage_seconds": self.stage_seconds,
             "slot_wait_seconds": self.slot_wait_seconds,
             "consumer_wait_seconds": self.consumer_wait_seconds,
+            "slot_stage_seconds": self.slot_stage_seconds,
             "h2d_seconds": self.h2d_seconds,
+            "h2d_bytes": self.h2d_bytes,
             "gpu_stage": self.gpu_stage,
             "peak_rss_bytes": self.peak_rss_bytes,
             "workers": self.workers,
@@ -132,6 +163,8 @@ impl Measurement {
             "cpu_busy_share": self.cpu_busy_share(),
             "slot_wait_share": self.slot_wait_share(),
             "h2d_share": self.h2d_share(),
+            "slot_stage_share": self.slot_stage_share(),
+            "consumer_wait_share": self.consumer_wait_share(),
         })
     }
 }
@@ -153,9 +186,11 @@ pub enum Resource {
     Cpu,
     /// RSS near the budget, the memory guard firing, or a file larger than the memory allowed.
     Memory,
-    /// Slot waits: the consumer does not take batches as fast as they are made.
+    /// Slot waits: the producer waits for room in the queue because the consumer does not
+    /// take batches as fast as they are made.
     Consumer,
-    /// Host-to-device copies dominate.
+    /// Host-to-device copies dominate: their device time (or the producer's wait in the GPU
+    /// stage) is close to the time per batch.
     GpuLink,
 }
 
@@ -290,9 +325,10 @@ fn memory_reasons(
 ///
 /// Memory first (it decides what may run at all: the guard fired, RSS at
 /// [`MEMORY_PRESSURE_SHARE`] of the limit, or a file larger than the limit); otherwise the
-/// largest of four shares: wall time waiting on pages (storage), wall time waiting for a
-/// free slot (consumer), wall time copying to the GPU (GPU link), and the workers' busy
-/// share of their capacity (CPU).
+/// largest of four shares: wall time waiting on pages (storage), wall time the producer
+/// waited for queue room (consumer), wall time copying to the GPU ([`Measurement::gpu_link_share`]:
+/// the copies' device time, or the producer's time in the GPU stage), and the workers'
+/// busy share of their capacity (CPU).
 pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis {
     let mut evidence = Vec::new();
     let m = measurement;
@@ -323,19 +359,32 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         ));
     }
     evidence.push(format!(
-        "waiting for a free slot: {:.3} s ({:.0}% of wall time); consumer waited {:.3} s for batches",
+        "producer waited for the consumer (queue full): {:.3} s ({:.0}% of wall time); consumer waited for batches: {:.3} s ({:.0}% of wall time)",
         m.slot_wait_seconds,
         100.0 * m.slot_wait_share(),
-        m.consumer_wait_seconds
+        m.consumer_wait_seconds,
+        100.0 * m.consumer_wait_share()
     ));
     match m.h2d_seconds {
-        Some(h2d) => evidence.push(format!(
-            "host-to-device copies: {h2d:.3} s ({:.0}% of wall time)",
-            100.0 * m.h2d_share()
+        Some(h2d) => {
+            let rate = if h2d > 0.0 {
+                format!(", {:.2} GB/s", m.h2d_bytes as f64 / h2d / 1e9)
+            } else {
+                String::new()
+            };
+            evidence.push(format!(
+                "host-to-device copies: {h2d:.3} s of device time for {}{rate} ({:.0}% of wall time); producer in the GPU stage {:.3} s ({:.0}%)",
+                super::rules::human_bytes(m.h2d_bytes),
+                100.0 * m.h2d_share(),
+                m.slot_stage_seconds,
+                100.0 * m.slot_stage_share()
+            ));
+        }
+        None if m.gpu_stage => evidence.push(format!(
+            "GPU stage present, but no batch of the window had its copy timed (the first batch of each stage slot is not): producer in the GPU stage {:.3} s ({:.0}% of wall time); measure a longer window",
+            m.slot_stage_seconds,
+            100.0 * m.slot_stage_share()
         )),
-        None if m.gpu_stage => evidence.push(
-            "GPU stage present, but the loader does not report its copy time: compare with --device cpu".to_owned(),
-        ),
         None => evidence.push("no GPU stage".to_owned()),
     }
     let rss_share = match (m.peak_rss_bytes, memory.limit_bytes) {
@@ -366,7 +415,7 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
     let candidates = [
         (Resource::Storage, m.page_wait_share()),
         (Resource::Consumer, m.slot_wait_share()),
-        (Resource::GpuLink, m.h2d_share()),
+        (Resource::GpuLink, m.gpu_link_share()),
         (Resource::Cpu, m.cpu_busy_share()),
     ];
     // Ties go to the earlier entry: a wait is a more specific finding than busy workers.
@@ -657,6 +706,110 @@ mod tests {
                 .iter()
                 .any(|e| e.starts_with("GPU stage present"))
         );
+    }
+
+    #[test]
+    fn a_consumer_that_holds_the_producer_back_is_named() {
+        // The producer made batches faster than they were taken: it waited on the queue,
+        // while the consumer hardly ever waited for a batch.
+        let m = Measurement {
+            slot_wait_seconds: 0.8,
+            consumer_wait_seconds: 0.01,
+            stage_seconds: 0.15,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Consumer);
+        assert!(
+            d.evidence.iter().any(|e| e
+                == "producer waited for the consumer (queue full): 0.800 s (80% of wall time); \
+                    consumer waited for batches: 0.010 s (1% of wall time)"),
+            "{:?}",
+            d.evidence
+        );
+        // The other way round, the loader is behind: the consumer waits, the workers are
+        // busy, and the CPU is named.
+        let behind = Measurement {
+            slot_wait_seconds: 0.001,
+            consumer_wait_seconds: 0.9,
+            stage_seconds: 0.85,
+            ..measurement(100.0)
+        };
+        assert_eq!(
+            diagnose(&behind, &MemoryContext::default()).resource,
+            Resource::Cpu
+        );
+    }
+
+    #[test]
+    fn copy_time_close_to_the_batch_time_names_the_gpu_link() {
+        // 0.85 s of device copy time in a 1 s window: the link is busy 85% of each batch.
+        let m = Measurement {
+            gpu_stage: true,
+            h2d_seconds: Some(0.85),
+            h2d_bytes: 8_500_000_000,
+            slot_stage_seconds: 0.05,
+            stage_seconds: 0.5,
+            consumer_wait_seconds: 0.6,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::GpuLink);
+        let copies = d
+            .evidence
+            .iter()
+            .find(|e| e.starts_with("host-to-device copies"))
+            .unwrap();
+        assert!(copies.contains("0.850 s of device time"), "{copies}");
+        assert!(copies.contains("10.00 GB/s"), "{copies}");
+        assert!(copies.contains("(85% of wall time)"), "{copies}");
+        // The copy time is known: no caveat.
+        assert!(
+            !d.evidence
+                .iter()
+                .any(|e| e.starts_with("GPU stage present"))
+        );
+
+        // Cheap copies with busy workers: the GPU is there but the CPU is the limit.
+        let cheap = Measurement {
+            h2d_seconds: Some(0.1),
+            stage_seconds: 0.9,
+            ..m
+        };
+        assert_eq!(
+            diagnose(&cheap, &MemoryContext::default()).resource,
+            Resource::Cpu
+        );
+    }
+
+    #[test]
+    fn a_producer_stuck_in_the_gpu_stage_names_the_gpu_link() {
+        // No batch of the window was timed, but the producer spent most of it waiting in
+        // the GPU stage for the device.
+        let m = Measurement {
+            gpu_stage: true,
+            h2d_seconds: None,
+            slot_stage_seconds: 0.7,
+            stage_seconds: 0.2,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::GpuLink);
+        assert!(
+            d.evidence.iter().any(|e| e
+                .starts_with("GPU stage present, but no batch of the window")
+                && e.contains("0.700 s (70% of wall time)")),
+            "{:?}",
+            d.evidence
+        );
+        // A custom slot stage (no GPU) taking the time is not the GPU link.
+        let custom = Measurement {
+            gpu_stage: false,
+            ..m
+        };
+        let d = diagnose(&custom, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Cpu);
+        assert!(d.evidence.iter().any(|e| e == "no GPU stage"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use ffcv::{DecoderChoice, Loader, Order};
+use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
 use super::DoctorArgs;
@@ -92,9 +92,10 @@ pub fn measure(
         page_wait_seconds: (after.wait_pages - before.wait_pages).as_secs_f64(),
         stage_seconds: (after.decode - before.decode).as_secs_f64(),
         slot_wait_seconds: (after.wait_slot - before.wait_slot).as_secs_f64(),
-        consumer_wait_seconds: taken.waited.as_secs_f64(),
-        // The loader does not report its GPU stage's copy time yet.
-        h2d_seconds: None,
+        consumer_wait_seconds: (after.consumer_wait - before.consumer_wait).as_secs_f64(),
+        slot_stage_seconds: (after.slot_stage - before.slot_stage).as_secs_f64(),
+        h2d_seconds: h2d_seconds(&before, &after),
+        h2d_bytes: after.h2d_bytes - before.h2d_bytes,
         gpu_stage: args.device != ffcv::gpu::DeviceSpec::Cpu,
         peak_rss_bytes: peak_rss_bytes(),
         workers: loader.num_workers(),
@@ -104,28 +105,35 @@ pub fn measure(
     })
 }
 
+/// The device time of the window's copies: the GPU stage times every batch but the first
+/// of each stage slot, so the timed batches' time is scaled to all the window's batches.
+/// `None` when no batch of the window was timed (or there is no GPU stage).
+fn h2d_seconds(before: &LoaderStats, after: &LoaderStats) -> Option<f64> {
+    let timed = after.h2d_timed_batches - before.h2d_timed_batches;
+    if timed == 0 {
+        return None;
+    }
+    let batches = after.batches - before.batches;
+    let seconds = (after.h2d_time - before.h2d_time).as_secs_f64();
+    Some(seconds * batches.max(timed) as f64 / timed as f64)
+}
+
 /// What the consumer saw.
 struct Taken {
     samples: u64,
-    waited: Duration,
 }
 
 /// Takes batches, epoch after epoch, until `limit` has passed (at least one batch).
 fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, String> {
     let started = Instant::now();
-    let mut taken = Taken {
-        samples: 0,
-        waited: Duration::ZERO,
-    };
+    let mut taken = Taken { samples: 0 };
     loop {
         let mut epoch = loader.iter();
         loop {
-            let asked = Instant::now();
             let Some(batch) = epoch.next() else {
                 break;
             };
             let batch = batch.map_err(|err| err.to_string())?;
-            taken.waited += asked.elapsed();
             taken.samples += batch.len() as u64;
             drop(batch);
             if started.elapsed() >= limit {
