@@ -132,13 +132,26 @@ fn idct_ifast(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
     }
 }
 
-/// A Huffman table in canonical form plus a 9-bit lookahead, stored inline
-/// so redefining it per image allocates nothing.
+/// Bits of lookahead in the Huffman tables' direct lookups.
+const FAST_BITS: u32 = 11;
+const FAST_SIZE: usize = 1 << FAST_BITS;
+
+/// A Huffman table in canonical form plus a [`FAST_BITS`] lookahead, stored
+/// inline so redefining it per image allocates nothing; the segment it was
+/// built from is kept, so an image with the same table (every image from
+/// one encoder) skips the rebuild.
 #[derive(Clone)]
 struct Huffman {
     defined: bool,
-    /// `(code length, symbol)` for every 9-bit prefix; length 0 = slow path.
-    fast: [(u8, u8); 512],
+    /// `(code length, symbol)` for every prefix; length 0 = slow path.
+    fast: [(u8, u8); FAST_SIZE],
+    /// For AC tables: every prefix that holds a whole non-zero
+    /// coefficient (its run/size code and its `size` value bits) as
+    /// `(extended value, zero run, bits used)`; 0 bits = use `fast`.
+    fast_ac: [(i16, u8, u8); FAST_SIZE],
+    /// The DHT counts and symbols the tables hold (`built_len` bytes).
+    built_from: [u8; 16 + 256],
+    built_len: usize,
     maxcode: [i32; 18],
     valoffset: [i32; 17],
     symbols: [u8; 256],
@@ -148,7 +161,10 @@ impl Default for Huffman {
     fn default() -> Self {
         Self {
             defined: false,
-            fast: [(0, 0); 512],
+            fast: [(0, 0); FAST_SIZE],
+            fast_ac: [(0, 0, 0); FAST_SIZE],
+            built_from: [0; 16 + 256],
+            built_len: 0,
             maxcode: [-1; 18],
             valoffset: [0; 17],
             symbols: [0; 256],
@@ -160,7 +176,16 @@ impl Huffman {
     /// Builds the table from a DHT segment's 16 code-length counts and its
     /// symbols (`symbols.len()` is the sum of the counts, at most 256).
     fn set(&mut self, counts: &[u8; 16], symbols: &[u8]) -> std::result::Result<(), &'static str> {
+        let n = 16 + symbols.len();
+        if self.built_len == n
+            && self.built_from[..16] == counts[..]
+            && self.built_from[16..n] == *symbols
+        {
+            self.defined = true;
+            return Ok(());
+        }
         self.defined = false;
+        self.built_len = 0;
         self.fast.fill((0, 0));
         self.symbols[..symbols.len()].copy_from_slice(symbols);
         let mut code: i32 = 0;
@@ -172,8 +197,8 @@ impl Huffman {
                 if code >= 1 << len {
                     return Err("Huffman table has more codes than its lengths allow");
                 }
-                if len <= 9 {
-                    let shift = 9 - len;
+                if len <= FAST_BITS as usize {
+                    let shift = FAST_BITS as usize - len;
                     let base = (code as usize) << shift;
                     for e in &mut self.fast[base..base + (1 << shift)] {
                         *e = (len as u8, symbols[k]);
@@ -186,6 +211,20 @@ impl Huffman {
             code <<= 1;
         }
         self.maxcode[17] = i32::MAX;
+        for (prefix, slot) in self.fast_ac.iter_mut().enumerate() {
+            let (len, rs) = self.fast[prefix];
+            let (run, size) = (rs >> 4, u32::from(rs & 15));
+            let used = u32::from(len) + size;
+            *slot = if len > 0 && size > 0 && used <= FAST_BITS {
+                let v = (prefix as u32 >> (FAST_BITS - used)) & ((1 << size) - 1);
+                (extend(v, size) as i16, run, used as u8)
+            } else {
+                (0, 0, 0)
+            };
+        }
+        self.built_from[..16].copy_from_slice(counts);
+        self.built_from[16..n].copy_from_slice(symbols);
+        self.built_len = n;
         self.defined = true;
         Ok(())
     }
@@ -265,12 +304,12 @@ impl<'a> Bits<'a> {
 
     fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
         let p = self.peek(16);
-        let (len, sym) = h.fast[(p >> 7) as usize];
+        let (len, sym) = h.fast[(p >> (16 - FAST_BITS)) as usize];
         if len > 0 {
             self.consume(u32::from(len));
             return Ok(sym);
         }
-        for len in 10..=16u32 {
+        for len in FAST_BITS + 1..=16 {
             let code = (p >> (16 - len)) as i32;
             if code <= h.maxcode[len as usize] {
                 self.consume(len);
@@ -339,8 +378,9 @@ struct Component {
 pub(crate) struct TurboDecoder {
     planes: [Vec<u8>; 3],
     rows: [Vec<u8>; 3],
-    dc: [Huffman; 4],
-    ac: [Huffman; 4],
+    /// Boxed: the lookahead tables make them tens of kilobytes.
+    dc: Box<[Huffman; 4]>,
+    ac: Box<[Huffman; 4]>,
 }
 
 fn corrupt(len: usize, message: &str) -> ImageError {
@@ -654,6 +694,17 @@ impl TurboDecoder {
                         let mut z = 1usize;
                         let mut any_ac = false;
                         while z < 64 {
+                            let (value, run, used) =
+                                act.fast_ac[(bits.peek(16) >> (16 - FAST_BITS)) as usize];
+                            if used > 0 {
+                                // Run, size and value bits in one lookup.
+                                bits.consume(u32::from(used));
+                                z += usize::from(run);
+                                any_ac = true;
+                                coef[NATURAL_ORDER[z]] = value;
+                                z += 1;
+                                continue;
+                            }
                             let rs = bits.decode(act).map_err(err)?;
                             let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
                             if s != 0 {
