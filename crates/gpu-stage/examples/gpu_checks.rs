@@ -21,8 +21,11 @@
 //! - `device_memory_flat`: `cuMemGetInfo` after each of 20 epochs of a 256×224×224×3 f16 stage;
 //!   passes when free memory moves by at most 1 MiB after the first epoch.
 //! - `pinned_flags0_cpu_access`: CPU write and read speed of pinned memory with flags 0 (what
-//!   the stage uses) against write-combined memory; passes when flags-0 memory reads faster
-//!   and writes at least half as fast.
+//!   the stage uses) against write-combined memory; passes when flags-0 memory is at least
+//!   80 % as fast as write-combined memory both ways (the stage needs ordinary memory the
+//!   CPU may read; this guards that the choice costs nothing measurable). On the H200 host
+//!   the two measured within noise of each other, so a stricter "reads faster" made the
+//!   check flip between runs.
 
 use std::collections::VecDeque;
 use std::process::ExitCode;
@@ -551,7 +554,7 @@ fn pinned_flags0_cpu_access(device: &Device) -> CheckResult {
     let (w0, r0) = measure(0)?;
     let (wc_w, wc_r) = measure(gpu_stage::cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED)?;
     Ok((
-        r0 > wc_r && w0 >= 0.5 * wc_w,
+        r0 >= 0.8 * wc_r && w0 >= 0.8 * wc_w,
         format!(
             "CPU write/read GB/s: flags 0 {:.1}/{:.1}, write-combined {:.1}/{:.1} (64 MiB, single thread)",
             w0 / 1e9,
