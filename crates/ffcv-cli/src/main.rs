@@ -62,6 +62,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // With `FFCV_LOG=ffcv=debug`, each closed span (fill, slot_wait, consumer_wait,
+        // slot_stage, page loads) prints its busy and idle time: the loader's timeline.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
