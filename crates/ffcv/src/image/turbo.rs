@@ -255,6 +255,25 @@ impl<'a> Bits<'a> {
     }
 
     fn fill(&mut self) {
+        // Fast path: the next eight bytes hold no 0xFF (so no stuffing and
+        // no marker): take as many whole bytes as fit in one load.
+        if !self.at_marker
+            && self.nbits <= 56
+            && let Some(chunk) = self.data.get(self.pos..self.pos + 8)
+        {
+            let word = u64::from_be_bytes(chunk.try_into().unwrap_or([0xFF; 8]));
+            let inv = !word;
+            let has_ff = inv.wrapping_sub(0x0101_0101_0101_0101) & !inv & 0x8080_8080_8080_8080;
+            if has_ff == 0 {
+                let k = (64 - self.nbits) / 8;
+                // Keep only the k whole bytes, so later fills OR into zeros.
+                let taken = word & (u64::MAX << (64 - 8 * k));
+                self.acc |= taken >> self.nbits;
+                self.pos += k as usize;
+                self.nbits += 8 * k;
+                return;
+            }
+        }
         while self.nbits <= 56 {
             let mut byte = 0u8;
             if !self.at_marker {
@@ -782,7 +801,14 @@ impl TurboDecoder {
         let Self { planes, rows, .. } = self;
         for (y, row) in lines {
             for (k, c) in comps.iter().enumerate() {
-                upsample_row(&planes[k], c, hmax / c.h, vmax / c.v, y, &mut rows[k]);
+                upsample_row(
+                    &planes[k],
+                    c,
+                    (hmax / c.h, vmax / c.v),
+                    y,
+                    (x0, x1),
+                    &mut rows[k],
+                );
             }
             let (r0, r1, r2) = (&rows[0][x0..x1], &rows[1][x0..x1], &rows[2][x0..x1]);
             let row = &mut row[x0 * 3..x1 * 3];
@@ -855,28 +881,45 @@ fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
     [r, g, b].map(|v| v.clamp(0, 255) as u8)
 }
 
-/// Produces output row `y` of component `c` upsampled by `(fh, fv)` (each 1
-/// or 2) into `dst`, the way libjpeg-turbo's fancy upsampler does: triangle
+/// Produces output columns `x0..x1` of row `y` of component `c` upsampled
+/// by `(fh, fv)` (each 1 or 2) into `dst[x0..x1]` (neighbouring columns may
+/// be written too), the way libjpeg-turbo's fancy upsampler does: triangle
 /// filters with its biases, context rows clamped to the component's real
-/// rows, and plain replication when the component is 2 or fewer samples wide.
-fn upsample_row(plane: &[u8], c: &Component, fh: usize, fv: usize, y: usize, dst: &mut [u8]) {
+/// rows, and plain replication when the component is 2 or fewer samples
+/// wide. Only the columns a crop needs are computed: the upsampler's value
+/// at a column depends on its sample and the two beside it, nothing else.
+fn upsample_row(
+    plane: &[u8],
+    c: &Component,
+    (fh, fv): (usize, usize),
+    y: usize,
+    (x0, x1): (usize, usize),
+    dst: &mut [u8],
+) {
     let row = |r: usize| &plane[r * c.pw..r * c.pw + c.dw];
     let iy = (y / fv).min(c.dh - 1);
     let fancy = c.dw > 2;
+    // The samples under output columns x0..x1.
+    let (s0, s1) = if fh == 2 {
+        (x0 / 2, x1.div_ceil(2).min(c.dw))
+    } else {
+        (x0, x1.min(c.dw))
+    };
     match (fh, fv) {
-        (1, 1) => dst[..c.dw].copy_from_slice(row(iy)),
-        (2, 1) if fancy => h2v1_fancy(row(iy), dst),
+        (1, 1) => dst[s0..s1].copy_from_slice(&row(iy)[s0..s1]),
+        (2, 1) if fancy => h2v1_fancy(row(iy), (s0, s1), dst),
         (2, 1) => replicate2(row(iy), dst),
         (1, 2) => {
             // h1v2 is fancy whenever fancy upsampling is on (no width rule).
             let (near, bias) = neighbour(y, iy, c.dh);
-            for ((d, &a), &b) in dst.iter_mut().zip(row(iy)).zip(row(near)) {
+            let (a, b) = (&row(iy)[s0..s1], &row(near)[s0..s1]);
+            for ((d, &a), &b) in dst[s0..s1].iter_mut().zip(a).zip(b) {
                 *d = ((u32::from(a) * 3 + u32::from(b) + bias) >> 2) as u8;
             }
         }
         _ if fancy => {
             let (near, _) = neighbour(y, iy, c.dh);
-            h2v2_fancy(row(iy), row(near), dst);
+            h2v2_fancy(row(iy), row(near), (s0, s1), dst);
         }
         _ => replicate2(row(iy), dst),
     }
@@ -899,37 +942,59 @@ fn replicate2(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-fn h2v1_fancy(src: &[u8], dst: &mut [u8]) {
+/// libjpeg-turbo's h2v1 fancy upsampling of samples `s0..s1` of `src` into
+/// `dst[2 * s0..2 * s1]`. Its edge outputs (the first and last) equal the
+/// general formula with the missing neighbour replaced by the edge sample,
+/// so clamping the neighbour index reproduces them exactly.
+fn h2v1_fancy(src: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
     let n = src.len();
     let s = |i: usize| u32::from(src[i]);
-    dst[0] = src[0];
-    dst[1] = ((s(0) * 3 + s(1) + 2) >> 2) as u8;
-    for i in 1..n - 1 {
+    let inner = (s0.max(1), s1.min(n - 1).max(s0.max(1)));
+    let edge = |i: usize, dst: &mut [u8]| {
         let v = s(i) * 3;
-        dst[2 * i] = ((v + s(i - 1) + 1) >> 2) as u8;
-        dst[2 * i + 1] = ((v + s(i + 1) + 2) >> 2) as u8;
+        dst[2 * i] = ((v + s(i.saturating_sub(1)) + 1) >> 2) as u8;
+        dst[2 * i + 1] = ((v + s((i + 1).min(n - 1)) + 2) >> 2) as u8;
+    };
+    for i in s0..inner.0 {
+        edge(i, dst);
     }
-    dst[2 * n - 2] = ((s(n - 1) * 3 + s(n - 2) + 1) >> 2) as u8;
-    dst[2 * n - 1] = src[n - 1];
+    let out = &mut dst[2 * inner.0..2 * inner.1];
+    let win = &src[inner.0 - 1..inner.1 + 1];
+    for (d, w) in out.chunks_exact_mut(2).zip(win.windows(3)) {
+        let v = u32::from(w[1]) * 3;
+        d[0] = ((v + u32::from(w[0]) + 1) >> 2) as u8;
+        d[1] = ((v + u32::from(w[2]) + 2) >> 2) as u8;
+    }
+    for i in inner.1.max(s0)..s1 {
+        edge(i, dst);
+    }
 }
 
-fn h2v2_fancy(this: &[u8], near: &[u8], dst: &mut [u8]) {
+/// libjpeg-turbo's h2v2 fancy upsampling of samples `s0..s1` (this row
+/// weighted 3, the context row 1) into `dst[2 * s0..2 * s1]`; edges as in
+/// [`h2v1_fancy`] (biases 8 for the left output of a pair, 7 the right).
+fn h2v2_fancy(this: &[u8], near: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
     let n = this.len();
     let col = |i: usize| u32::from(this[i]) * 3 + u32::from(near[i]);
-    // libjpeg-turbo's biases: 8 for the left sample of a pair, 7 for the right.
-    let mut thiscol = col(0);
-    let mut nextcol = col(1);
-    dst[0] = ((thiscol * 4 + 8) >> 4) as u8;
-    dst[1] = ((thiscol * 3 + nextcol + 7) >> 4) as u8;
-    let mut lastcol = thiscol;
-    thiscol = nextcol;
-    for i in 1..n - 1 {
-        nextcol = col(i + 1);
-        dst[2 * i] = ((thiscol * 3 + lastcol + 8) >> 4) as u8;
-        dst[2 * i + 1] = ((thiscol * 3 + nextcol + 7) >> 4) as u8;
-        lastcol = thiscol;
-        thiscol = nextcol;
+    let inner = (s0.max(1), s1.min(n - 1).max(s0.max(1)));
+    let edge = |i: usize, dst: &mut [u8]| {
+        let v = col(i) * 3;
+        dst[2 * i] = ((v + col(i.saturating_sub(1)) + 8) >> 4) as u8;
+        dst[2 * i + 1] = ((v + col((i + 1).min(n - 1)) + 7) >> 4) as u8;
+    };
+    for i in s0..inner.0 {
+        edge(i, dst);
     }
-    dst[2 * n - 2] = ((thiscol * 3 + lastcol + 8) >> 4) as u8;
-    dst[2 * n - 1] = ((thiscol * 4 + 7) >> 4) as u8;
+    let out = &mut dst[2 * inner.0..2 * inner.1];
+    let t = &this[inner.0 - 1..inner.1 + 1];
+    let u = &near[inner.0 - 1..inner.1 + 1];
+    for ((d, a), b) in out.chunks_exact_mut(2).zip(t.windows(3)).zip(u.windows(3)) {
+        let c = |k: usize| u32::from(a[k]) * 3 + u32::from(b[k]);
+        let v = c(1) * 3;
+        d[0] = ((v + c(0) + 8) >> 4) as u8;
+        d[1] = ((v + c(2) + 7) >> 4) as u8;
+    }
+    for i in inner.1.max(s0)..s1 {
+        edge(i, dst);
+    }
 }
