@@ -687,19 +687,33 @@ impl TurboDecoder {
             (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax))
         };
         let mut rst = 0u8;
-        let total = mcux * mcuy;
-        for m in 0..total {
-            if restart_interval > 0 && m > 0 && m % restart_interval == 0 {
-                bits.restart(rst).map_err(err)?;
-                rst = (rst + 1) & 7;
-                pred = [0; 3];
+        // Per scan component, hoisted out of the MCU loop (they divide):
+        // the sample rows and columns the region needs, and the blocks per
+        // MCU.
+        let mut needs = [((0, 0), (0, 0), (0, 0)); 4];
+        for (need, &(k, _, _)) in needs.iter_mut().zip(scan) {
+            let c = &comps[k];
+            let (rows, cols) = region.samples(c, hmax / c.h, vmax / c.v);
+            let blocks = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
+            *need = (rows, cols, blocks);
+        }
+        // MCUs left until the next restart marker (0 = no restarts).
+        let mut until_restart = restart_interval;
+        let (mut mx, mut my) = (0usize, 0usize);
+        for _ in 0..mcux * mcuy {
+            if restart_interval > 0 {
+                if until_restart == 0 {
+                    bits.restart(rst).map_err(err)?;
+                    rst = (rst + 1) & 7;
+                    pred = [0; 3];
+                    until_restart = restart_interval;
+                }
+                until_restart -= 1;
             }
-            let (mx, my) = (m % mcux, m / mcux);
-            for (si, &(k, td, ta)) in scan.iter().enumerate() {
+            for (si, (&(k, td, ta), &(rows, cols, (bh, bv)))) in scan.iter().zip(&needs).enumerate()
+            {
                 let (dct, act) = (&self.dc[td], &self.ac[ta]);
                 let c = &comps[k];
-                let (rows, cols) = region.samples(c, hmax / c.h, vmax / c.v);
-                let (bh, bv) = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
                 for by in 0..bv {
                     for bx in 0..bh {
                         coef.fill(0);
@@ -757,6 +771,11 @@ impl TurboDecoder {
                         }
                     }
                 }
+            }
+            mx += 1;
+            if mx == mcux {
+                mx = 0;
+                my += 1;
             }
         }
         if bits.overran() {
