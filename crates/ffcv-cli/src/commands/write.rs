@@ -76,7 +76,7 @@ fn synthetic(args: &SyntheticArgs) -> Result<()> {
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers);
     }
-    let bar = progress_bar(args.samples);
+    let bar = progress_bar(args.samples, "samples");
     let summary = {
         let bar = bar.clone();
         writer
@@ -152,15 +152,17 @@ fn check_fits(spec: &Spec, page_size: u64) -> Result<()> {
     }
 }
 
-/// A bar on stderr when stderr is a terminal; hidden (drawing nothing) otherwise.
-fn progress_bar(samples: u64) -> ProgressBar {
+/// A bar on stderr counting `total` `unit`s (samples, images) when stderr is a terminal;
+/// hidden (drawing nothing) otherwise.
+pub(crate) fn progress_bar(total: u64, unit: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(Some(samples), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} writing [{bar:40}] {pos}/{len} samples ({per_sec}, eta {eta})",
-    ) {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let template = format!(
+        "{{spinner}} writing [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
+    );
+    if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar

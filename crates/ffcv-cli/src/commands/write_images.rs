@@ -8,14 +8,12 @@
 //! jpeg_quality, compress_probability)` does ([`RgbImageEncoder`]), on every core by
 //! default; the fields are `image` (RGBImageField) and `label` (IntField), FFCV's layout.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
 use ffcv::image::{ImageMode, RgbImageEncoder, WriteMode, read_image_file};
 use ffcv::jit::rng::{sample_rng, sample_seed};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
@@ -221,7 +219,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     }
     let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
     let n = entries.len() as u64;
-    let bar = progress_bar(n);
+    let bar = super::write::progress_bar(n, "images");
     let summary = {
         let bar = bar.clone();
         let source = from_fn(n, |i| {
@@ -255,18 +253,4 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         summary.file_size
     );
     Ok(())
-}
-
-/// A bar on stderr when stderr is a terminal; hidden otherwise.
-fn progress_bar(images: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(images), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} writing [{bar:40}] {pos}/{len} images ({per_sec}, eta {eta})",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
 }

@@ -138,6 +138,13 @@ fn max_stored_len(reader: &Reader, field: usize) -> Result<usize, String> {
     usize::try_from(max).map_err(|_| format!("largest sample of {max} bytes exceeds memory"))
 }
 
+/// `u8` rows as wide as the field's largest stored sample in the whole file (FFCV's width
+/// for byte and JSON fields), each row its sample's bytes followed by zeros.
+fn padded_rows(info: &FieldInfo<'_>, kind: OutputKind) -> Result<DecoderOutput, String> {
+    let max = max_stored_len(info.reader, info.index)?;
+    Ok(DecoderOutput::new(vec![max], NumpyDType::u8(), kind))
+}
+
 /// FFCV's `BytesDecoder`: `u8` rows as wide as the largest sample of the whole file, plus
 /// the per-sample lengths (which FFCV does not give).
 #[derive(Debug, Clone, Copy, Default)]
@@ -154,12 +161,7 @@ impl Decoder for BytesDecoder {
             info.field.field_type == FieldType::Bytes,
             "BytesField",
         )?;
-        let max = max_stored_len(info.reader, info.index)?;
-        Ok(DecoderOutput::new(
-            vec![max],
-            NumpyDType::u8(),
-            OutputKind::Bytes,
-        ))
+        padded_rows(info, OutputKind::Bytes)
     }
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
@@ -183,12 +185,7 @@ impl Decoder for JsonDecoder {
 
     fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
         expect_type(info, info.field.field_type == FieldType::Json, "JSONField")?;
-        let max = max_stored_len(info.reader, info.index)?;
-        Ok(DecoderOutput::new(
-            vec![max],
-            NumpyDType::u8(),
-            OutputKind::Json,
-        ))
+        padded_rows(info, OutputKind::Json)
     }
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
