@@ -83,7 +83,7 @@ fn verify_steps(root: &Path) -> Result<(), String> {
     step("tidy: every .rs file opens with a `//!` line", || {
         tidy(root)
     })?;
-    let cargo_steps: [(&str, &[&str]); 3] = [
+    let cargo_steps: [(&str, &[&str]); 4] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
             "clippy",
@@ -97,6 +97,22 @@ fn verify_steps(root: &Path) -> Result<(), String> {
             ],
         ),
         ("test", &["test", "--workspace"]),
+        // The tiny CUDA allocation/copy probe, with its output shown: a staged batch read
+        // back from the device where one is present, "skipped: no CUDA device" elsewhere.
+        (
+            "cuda probe",
+            &[
+                "test",
+                "--quiet",
+                "--package",
+                "gpu-stage",
+                "--test",
+                "gpu_stage",
+                "--",
+                "--nocapture",
+                "raw_outputs_arrive_unchanged_and_held_batches_keep_their_bytes",
+            ],
+        ),
     ];
     for (name, cargo_args) in cargo_steps {
         let title = format!("{name}: cargo {}", cargo_args.join(" "));
