@@ -152,13 +152,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn row(name: &str, rate: f64) -> Row {
-        Row {
-            name: name.to_owned(),
-            samples_per_sec: rate,
-            ..Row::default()
-        }
-    }
+    use crate::report::test_row as row;
 
     #[test]
     fn rows_group_by_their_dataset_extra_or_a_known_name_segment() {

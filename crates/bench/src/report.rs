@@ -242,18 +242,22 @@ pub fn compare(old: &Value, rows: &[Row]) -> Result<String, String> {
     Ok(text)
 }
 
+/// A row with just a name and a throughput, for the tests of the report and the plot.
+#[cfg(test)]
+pub(crate) fn test_row(name: &str, rate: f64) -> Row {
+    Row {
+        name: name.to_owned(),
+        samples_per_sec: rate,
+        ..Row::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Row, compare};
+    use super::compare;
     use serde_json::json;
 
-    fn row(name: &str, rate: f64) -> Row {
-        Row {
-            name: name.to_owned(),
-            samples_per_sec: rate,
-            ..Row::default()
-        }
-    }
+    use super::test_row as row;
 
     #[test]
     fn extras_sit_beside_the_fixed_keys_without_shadowing_them() {
