@@ -49,7 +49,8 @@ impl JpegDecoder {
     /// exactly what [`Self::decode_into`] gives, while the rest of the
     /// `height x width` image in `out` is left unspecified. The baseline path
     /// skips the IDCT, upsampling and colour conversion the crop does not
-    /// depend on; other JPEGs are decoded whole. A crop that does not fit the
+    /// depend on and stops reading the scan below the crop (so a damaged
+    /// scan below the crop is not reported); other JPEGs are decoded whole. A crop that does not fit the
     /// JPEG's size decodes the whole image (the caller's size check then
     /// reports the mismatch).
     pub fn decode_region_into(

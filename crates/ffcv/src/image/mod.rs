@@ -27,6 +27,7 @@ mod file;
 mod jpeg;
 mod kernel;
 mod resize;
+mod simd;
 mod synthetic;
 mod turbo;
 

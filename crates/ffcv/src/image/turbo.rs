@@ -10,6 +10,7 @@
 //! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
 //! caller can use a general decoder instead.
 
+use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
 /// What [`TurboDecoder::decode_into`] did.
@@ -115,7 +116,15 @@ fn butterfly(x: [Lanes; 8]) -> [Lanes; 8] {
 /// arithmetic is 32-bit like libjpeg's `DCTELEM`; only coefficients far
 /// outside what an 8-bit JPEG encoder produces could overflow, and then the
 /// result wraps instead of panicking.
-fn idct_ifast(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
+fn idct_ifast(isa: Isa, coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
+    match isa {
+        Isa::Scalar => idct_ifast_body(coef, q, out, stride),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => idct_ifast_body(coef, q, out, stride),
+    }
+}
+
+fn idct_ifast_body(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
     let rows: [Lanes; 8] = std::array::from_fn(|r| {
         std::array::from_fn(|c| i32::from(coef[r * 8 + c]).wrapping_mul(q[r * 8 + c]))
     });
@@ -397,6 +406,8 @@ struct Component {
 pub(crate) struct TurboDecoder {
     planes: [Vec<u8>; 3],
     rows: [Vec<u8>; 3],
+    /// The instruction set the kernels run with.
+    isa: Isa,
     /// Boxed: the lookahead tables make them tens of kilobytes.
     dc: Box<[Huffman; 4]>,
     ac: Box<[Huffman; 4]>,
@@ -418,9 +429,11 @@ impl TurboDecoder {
 
     /// [`Self::decode_into`] that only needs the pixels inside `crop` to be
     /// right: the IDCT, upsampling and colour conversion run only for the
-    /// samples those pixels depend on (the entropy decoding still covers
-    /// every block). Pixels outside the crop are left unspecified. A crop
-    /// that does not fit the JPEG's size decodes the whole image.
+    /// samples those pixels depend on, and entropy decoding stops after the
+    /// last MCU row the crop needs. Pixels outside the crop are left
+    /// unspecified; so damage to the scan below the crop goes unnoticed (as
+    /// libjpeg-turbo only warns about it). A crop that does not fit the
+    /// JPEG's size decodes the whole image.
     pub(crate) fn decode_region_into(
         &mut self,
         jpeg: &[u8],
@@ -697,10 +710,19 @@ impl TurboDecoder {
             let blocks = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
             *need = (rows, cols, blocks);
         }
+        // The last MCU row holding a block the region needs: the rest of
+        // the scan cannot change the region's pixels (each block depends
+        // only on the bits before it), so decoding stops there.
+        let last_row = needs[..scan.len()]
+            .iter()
+            .map(|&((_, r1), _, (_, bv))| (r1 - 1) / (8 * bv))
+            .max()
+            .unwrap_or(0);
+        let total = mcux * mcuy.min(last_row + 1);
         // MCUs left until the next restart marker (0 = no restarts).
         let mut until_restart = restart_interval;
         let (mut mx, mut my) = (0usize, 0usize);
-        for _ in 0..mcux * mcuy {
+        for _ in 0..total {
             if restart_interval > 0 {
                 if until_restart == 0 {
                     bits.restart(rst).map_err(err)?;
@@ -759,7 +781,7 @@ impl TurboDecoder {
                             let plane = &mut self.planes[k][y0 * c.pw + x0..];
                             let q = &qt[c.tq];
                             if any_ac {
-                                idct_ifast(&coef, q, plane, c.pw);
+                                idct_ifast(self.isa, &coef, q, plane, c.pw);
                             } else {
                                 // DC only: both passes reduce to one value
                                 // (libjpeg's zero-column and zero-row shortcuts).
