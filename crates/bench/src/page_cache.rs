@@ -6,13 +6,17 @@
 //! An epoch is what a loader does: `schedule_epoch`, then per batch `start_batch` and a
 //! copy of every sample's bytes into the batch buffer on a rayon pool of all CPUs.
 //!
-//! - `page-cache/{os,process,process-cpu-readers,process-mapped}/{order}/{size}`: warm
-//!   (the file in the OS page cache), one warm-up epoch, then three timed epochs
+//! - `page-cache/{os,process,process-cpu-readers,process-held,process-mapped}/{order}/{size}`:
+//!   warm (the file in the OS page cache), one warm-up epoch, then three timed epochs
 //!   alternating the caches; median. `process` copies pages into its slots (FFCV's way,
-//!   12 readers), `process-cpu-readers` the same with one reader per CPU,
-//!   `process-mapped` serves them from the reader's map (`map_pages`). Process rows
-//!   carry `ratio` = process ÷ OS throughput for the same order, and
-//!   `read_amplification` = bytes the page readers read ÷ bytes of the samples used.
+//!   12 readers; pages still held in a slot from the epoch before are not read again,
+//!   `retain_pages`), `process-cpu-readers` the same with one reader per CPU,
+//!   `process-held` gives every page a slot of its own (`hold_all_pages`: later epochs
+//!   read nothing), `process-mapped` serves them from the reader's map (`map_pages`).
+//!   Process rows carry `ratio` = process ÷ OS throughput for the same order,
+//!   `read_amplification` = bytes the page readers read in the warm-up epoch (slots
+//!   empty at its start) ÷ bytes of the samples used, and
+//!   `read_amplification_later_epochs` / `pages_reused` for the timed epochs.
 //! - `page-cache/os-cold/{order}/{size}/{auto,none,sequential,random}`: the file evicted
 //!   from the OS cache first, one epoch (bounded to 8,192 samples for 3 KiB, and to a
 //!   quarter of the samples with the `random` hint) with the automatic `madvise` hint,
@@ -273,6 +277,15 @@ fn warm_rows(
             },
         ),
         (
+            "process-held",
+            "process cache (prefetch 3, 12 readers, pages copied, a slot per page: hold_all_pages)",
+            CacheConfig {
+                os_cache: false,
+                hold_all_pages: true,
+                ..CacheConfig::default()
+            },
+        ),
+        (
             "process-mapped",
             "process cache (prefetch 3, 12 readers, pages mapped: map_pages)",
             CacheConfig {
@@ -282,18 +295,23 @@ fn warm_rows(
             },
         ),
     ];
-    let caches = variants
-        .iter()
-        .map(|(_, _, config)| PageCache::new(Arc::clone(&reader), config))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
     let mut out = vec![0u8; spec.batch_size * spec.sample_bytes];
     let mut rows = Vec::new();
     for (o, name) in ORDERS.iter().enumerate() {
+        // Fresh caches per order: slots still holding the previous order's pages would
+        // hide this order's reads.
+        let caches = variants
+            .iter()
+            .map(|(_, _, config)| PageCache::new(Arc::clone(&reader), config))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         let epochs = &plan.orders[o];
         // Warm-up: fills the OS page cache and each process cache's slot memory.
+        // Its reads are each order's own cost: the slots start empty (later epochs may
+        // find pages still held from the epoch before, `retain_pages`).
+        let mut first = Vec::with_capacity(caches.len());
         for cache in &caches {
-            run_epoch(cache, &plan, &epochs[0], pool, &mut out)?;
+            first.push(run_epoch(cache, &plan, &epochs[0], pool, &mut out)?);
         }
         let mut secs = vec![Vec::new(); caches.len()];
         let mut stats = vec![CacheStats::default(); caches.len()];
@@ -332,12 +350,18 @@ fn warm_rows(
                 row.ratio = Some(sps[c] / sps[0]);
                 row.ratio_to = Some("os-cache".into());
                 let st = &stats[c];
+                let first_used = (first[c].samples * spec.sample_bytes) as f64;
                 x.insert(
                     "read_amplification".into(),
+                    json!(first[c].stats.storage_bytes_read as f64 / first_used),
+                );
+                x.insert(
+                    "read_amplification_later_epochs".into(),
                     json!(st.storage_bytes_read as f64 / used_bytes),
                 );
                 x.insert("storage_bytes_read".into(), json!(st.storage_bytes_read));
                 x.insert("pages_loaded".into(), json!(st.pages_loaded));
+                x.insert("pages_reused".into(), json!(st.pages_reused));
                 x.insert("num_slots".into(), json!(st.num_slots));
                 x.insert("slot_memory_bytes".into(), json!(st.slot_memory_bytes));
                 x.insert(

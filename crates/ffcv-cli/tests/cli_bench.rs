@@ -113,6 +113,56 @@ fn every_loader_knob_is_accepted() {
     assert!(report["bytes_per_sec"].as_f64().unwrap() > 0.0);
 }
 
+/// `cache_bytes_read` of a process-cache bench over `multipage` in `order` (the median
+/// of the timed epochs) with `extra` flags.
+fn later_epoch_cache_read(order: &str, extra: &[&str]) -> u64 {
+    let file = fixture("multipage");
+    let mut args = vec![
+        "bench",
+        file.to_str().unwrap(),
+        "--batch-size",
+        "4",
+        "--order",
+        order,
+        "--seed",
+        "1",
+        "--no-os-cache",
+        "--prefetch-ahead",
+        "1",
+        "--epochs",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    ffcv(args).json()["cache_bytes_read"].as_u64().unwrap()
+}
+
+#[test]
+fn page_retention_flags_change_what_later_epochs_read() {
+    let size = std::fs::metadata(fixture("multipage")).unwrap().len();
+    // Seven data pages of 2 MiB, each read up to its last allocation (not all full).
+    let every_page = later_epoch_cache_read("sequential", &[]);
+    assert!(
+        every_page > 5 * (2 << 20) && every_page <= size,
+        "{every_page}"
+    );
+    // A random epoch keeps every page alive throughout: the slots end it holding all
+    // of them and the next epoch reads nothing, unless asked to re-read as FFCV does.
+    assert_eq!(later_epoch_cache_read("random", &[]), 0);
+    assert_eq!(
+        later_epoch_cache_read("random", &["--no-retain-pages"]),
+        every_page
+    );
+    // A sequential epoch holds two pages at a time, so its next epoch needs the slots
+    // before it reaches the pages they hold, unless every page has a slot of its own.
+    assert_eq!(
+        later_epoch_cache_read("sequential", &["--hold-all-pages"]),
+        0
+    );
+}
+
 #[test]
 fn text_report_names_the_figures() {
     let file = fixture("json");

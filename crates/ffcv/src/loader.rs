@@ -279,6 +279,22 @@ impl LoaderBuilder {
         self
     }
 
+    /// Process cache: keep pages still held in their slots from the previous epoch
+    /// instead of reading them again (default `true`; `false` re-reads every page each
+    /// epoch, as FFCV does).
+    pub fn retain_pages(mut self, retain: bool) -> Self {
+        self.cache.retain_pages = retain;
+        self
+    }
+
+    /// Process cache: give every page an epoch reads a slot of its own, so epochs after
+    /// the first read nothing (default `false`: it costs slot memory for the whole
+    /// dataset; an epoch over the memory budget uses the ordinary schedule instead).
+    pub fn hold_all_pages(mut self, hold: bool) -> Self {
+        self.cache.hold_all_pages = hold;
+        self
+    }
+
     /// Every page-cache knob at once.
     pub fn cache_config(mut self, config: CacheConfig) -> Self {
         self.cache = config;

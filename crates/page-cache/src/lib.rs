@@ -27,7 +27,8 @@
 //!   cold-cache measurements.
 //!
 //! The process cache allocates its slot memory once and reuses it in later epochs that
-//! need no more slots. Before allocating, it checks the schedule's need against
+//! need no more slots, and (`retain_pages`, the default) does not re-read a page whose
+//! slot still holds it from the previous epoch. Before allocating, it checks the schedule's need against
 //! `max_memory` (default: the OS's available memory) and fails with
 //! [`Error::MemoryBudget`] rather than exhaust memory. Dropping an `EpochContext` stops
 //! and joins its page readers.
@@ -117,6 +118,20 @@ pub struct CacheConfig {
     pub map_pages: bool,
     /// OS cache: the `madvise` policy.
     pub os_advice: OsAdvice,
+    /// Process cache (copy mode): a page still held intact in a slot from the previous
+    /// epoch keeps that slot and is not read again, when the slot is free over the
+    /// page's lifetime in the new schedule. A file whose pages all fit in the slots is
+    /// then read once, not once per epoch. `false` re-reads every page each epoch, as
+    /// FFCV does (for a file rewritten in place between epochs).
+    pub retain_pages: bool,
+    /// Process cache (copy mode): give every page an epoch touches a slot of its own, so
+    /// the slots end the epoch holding all of them and later epochs read nothing (implies
+    /// `retain_pages`). Costs slot memory for every page the epoch reads (the file, for a
+    /// full epoch) instead of the schedule's working set, so it is off by default; when
+    /// that exceeds the memory budget the epoch falls back to the ordinary schedule.
+    /// For datasets that fit in memory read in orders with a small working set
+    /// (sequential, quasi-random), where each page is otherwise read again every epoch.
+    pub hold_all_pages: bool,
 }
 
 impl Default for CacheConfig {
@@ -129,6 +144,8 @@ impl Default for CacheConfig {
             direct_io: false,
             map_pages: false,
             os_advice: OsAdvice::Auto,
+            retain_pages: true,
+            hold_all_pages: false,
         }
     }
 }
@@ -138,6 +155,9 @@ impl Default for CacheConfig {
 pub struct CacheStats {
     /// Pages read from storage into slots.
     pub pages_loaded: u64,
+    /// Pages served from a slot that still held them from the previous epoch
+    /// (`retain_pages`): neither read nor counted in `pages_loaded`.
+    pub pages_reused: u64,
     /// Bytes read from storage: each page from its start to the end of its last
     /// allocation (rounded up to 4 KiB blocks with `O_DIRECT`).
     pub storage_bytes_read: u64,

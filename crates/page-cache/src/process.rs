@@ -30,6 +30,10 @@ struct Inner {
     prefetch_ahead: usize,
     reader_threads: usize,
     max_memory: Option<u64>,
+    /// Keep pages whose slot survived from the previous epoch (`retain_pages`, copy mode).
+    retain: bool,
+    /// Give every page of an epoch its own slot (`hold_all_pages`, copy mode).
+    hold_all: bool,
     page_size: u64,
     file_size: u64,
     num_samples: u64,
@@ -93,6 +97,8 @@ impl ProcessCache {
                 prefetch_ahead: config.prefetch_ahead,
                 reader_threads: config.reader_threads.max(1),
                 max_memory: config.max_memory,
+                retain: (config.retain_pages || config.hold_all_pages) && !config.map_pages,
+                hold_all: config.hold_all_pages && !config.map_pages,
                 arena: Mutex::new(None),
                 slot_memory_bytes: AtomicU64::new(0),
                 slot_allocations: AtomicU64::new(0),
@@ -148,6 +154,7 @@ impl ProcessCache {
         let i = &self.inner;
         CacheStats {
             pages_loaded: i.totals.pages_loaded.load(Ordering::Relaxed),
+            pages_reused: i.totals.pages_reused.load(Ordering::Relaxed),
             storage_bytes_read: i.totals.storage_bytes_read.load(Ordering::Relaxed),
             page_wait: Duration::from_nanos(i.wait_nanos.load(Ordering::Relaxed)),
             slots_in_use: i.slots_in_use.load(Ordering::Relaxed),
@@ -199,8 +206,7 @@ impl ProcessCache {
     pub fn schedule_epoch(&self, batches: &[Vec<u64>]) -> Result<ProcessEpoch> {
         let i = &self.inner;
         let path = i.reader.path().to_owned();
-        let schedule = self.plan(batches)?;
-        let needed = schedule.slot_bytes(i.page_size);
+        let mut schedule = self.plan(batches)?;
 
         // The guard runs before any allocation. Memory we already hold counts towards
         // the default budget: it is reused, and MemAvailable does not include it.
@@ -209,6 +215,23 @@ impl ProcessCache {
             Some(m) => m,
             None => crate::memory::available_memory().map_or(u64::MAX, |m| m.saturating_add(held)),
         };
+        // hold_all_pages: a slot for every page, if that fits the budget.
+        let hold_all = i.hold_all
+            && {
+                let slots = schedule.num_slots.max(schedule.pages.len());
+                let fits = (slots as u64).saturating_mul(i.page_size) <= budget;
+                if fits {
+                    schedule.num_slots = slots;
+                } else {
+                    tracing::info!(
+                        pages = schedule.pages.len(),
+                        budget,
+                        "hold_all_pages: the epoch's pages exceed the memory budget; using the ordinary schedule"
+                    );
+                }
+                fits
+            };
+        let needed = schedule.slot_bytes(i.page_size);
         if needed > budget {
             return Err(Error::MemoryBudget {
                 path,
@@ -255,9 +278,37 @@ impl ProcessCache {
                 a
             }
         };
-        let owner = SlotOwner::new(arena);
+        let owner = SlotOwner::new(arena, i.retain);
+        let num_pages = i.file_size.div_ceil(i.page_size.max(1));
+        // The page table is sized by pages of the (validated) file, not by file contents.
+        let page_slot = vec![NO_SLOT; usize::try_from(num_pages).unwrap_or(0)];
+        let kept = if i.retain {
+            let mut held = page_slot.clone();
+            for slot in 0..schedule.num_slots {
+                if let SlotState::Ready(p) = owner.state(slot)
+                    && let Some(h) = held.get_mut(p as usize)
+                {
+                    *h = slot as u32;
+                }
+            }
+            let held = |p: u64| held.get(p as usize).copied().filter(|&s| s != NO_SLOT);
+            if hold_all {
+                schedule.one_slot_per_page(held)
+            } else {
+                schedule.keep_held_slots(held)
+            }
+        } else {
+            vec![false; schedule.pages.len()]
+        };
+        let to_read = kept.iter().filter(|&&k| !k).count();
         let counters = Arc::new(Counters::default());
-        let threads = i.reader_threads.min(schedule.pages.len());
+        // At least one reader whenever the epoch has pages: a kept page found not intact
+        // after all is read like any other.
+        let threads = if schedule.pages.is_empty() {
+            0
+        } else {
+            i.reader_threads.min(to_read.max(1))
+        };
         let pool = if threads == 0 {
             None
         } else {
@@ -279,14 +330,13 @@ impl ProcessCache {
                 }
             }
         };
-        let num_pages = i.file_size.div_ceil(i.page_size.max(1));
-        // The page table is sized by pages of the (validated) file, not by file contents.
-        let page_slot = vec![NO_SLOT; usize::try_from(num_pages).unwrap_or(0)];
         i.max_num_slots
             .fetch_max(schedule.num_slots, Ordering::Relaxed);
         Ok(ProcessEpoch {
             cache: self.clone(),
             schedule,
+            kept,
+            reused: 0,
             owner,
             pool,
             page_slot,
@@ -361,6 +411,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct ProcessEpoch {
     cache: ProcessCache,
     schedule: PageSchedule,
+    /// Per entry of the schedule's pages: whether its slot still holds it, intact, from
+    /// the previous epoch (then it is not read again).
+    kept: Vec<bool>,
+    /// Pages of this epoch served from a kept slot so far.
+    reused: u64,
     /// The slots (emptied on drop, when the arena goes back to the cache).
     owner: SlotOwner,
     /// `Some` while readers run (taken first on drop, which joins them).
@@ -433,6 +488,20 @@ impl ProcessEpoch {
         for i in range {
             let sp = self.schedule.pages[i];
             let slot = sp.slot as usize;
+            let kept = self.kept.get(i).copied().unwrap_or(false);
+            if kept && owner.state(slot) == SlotState::Ready(sp.page) {
+                // Still Ready(page) from the previous epoch: nothing wrote the slot since
+                // (only a reader that claimed a Queued slot writes, and none was queued).
+                // The state is checked anyway, so a schedule that got this wrong costs a
+                // read, never a wait for a page nobody reads.
+                if let Some(s) = self.page_slot.get_mut(sp.page as usize) {
+                    *s = sp.slot;
+                }
+                self.in_use += 1;
+                self.reused += 1;
+                inner.totals.pages_reused.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             owner
                 .assign(slot, sp.page)
                 .map_err(|state| Error::SlotBusy {
@@ -565,6 +634,7 @@ impl ProcessEpoch {
         let c = &self.counters;
         CacheStats {
             pages_loaded: c.pages_loaded.load(Ordering::Relaxed),
+            pages_reused: self.reused,
             storage_bytes_read: c.storage_bytes_read.load(Ordering::Relaxed),
             page_wait: self.wait,
             slots_in_use: self.in_use,

@@ -144,6 +144,8 @@ fn open_direct(_path: &Path) -> io::Result<File> {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) pages_loaded: AtomicU64,
+    /// Pages served from a slot kept from the previous epoch (not read).
+    pub(crate) pages_reused: AtomicU64,
     pub(crate) storage_bytes_read: AtomicU64,
     pub(crate) page_read_errors: AtomicU64,
 }

@@ -137,10 +137,16 @@ pub(crate) struct SlotOwner {
 }
 
 impl SlotOwner {
-    /// Takes an arena for an epoch, forgetting whatever its slots held.
-    pub(crate) fn new(mut arena: SlotArena) -> SlotOwner {
+    /// Takes an arena for an epoch. With `retain`, slots whose read completed in the
+    /// previous epoch stay `Ready` (their bytes are intact: no writer touches a Ready
+    /// slot, and the previous epoch's readers were joined before the arena came back);
+    /// every other slot (failed, queued but cancelled, never used) is forgotten.
+    pub(crate) fn new(mut arena: SlotArena, retain: bool) -> SlotOwner {
         for s in arena.states.iter_mut() {
-            *s.get_mut() = EMPTY;
+            let keep = retain && matches!(decode(*s.get_mut()), SlotState::Ready(_));
+            if !keep {
+                *s.get_mut() = EMPTY;
+            }
         }
         for e in arena.errors.iter_mut() {
             *e.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
@@ -333,7 +339,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_readable_only_when_ready_for_that_page() {
-        let mut owner = SlotOwner::new(SlotArena::new(2, 8).unwrap());
+        let mut owner = SlotOwner::new(SlotArena::new(2, 8).unwrap(), false);
         let w = owner.writers();
         assert!(owner.read(0, 5).is_none());
         // Not queued: the writer must not touch it.
@@ -360,7 +366,7 @@ mod tests {
 
     #[test]
     fn queued_or_writing_slots_cannot_be_reassigned_and_failures_are_kept() {
-        let mut owner = SlotOwner::new(SlotArena::new(1, 4).unwrap());
+        let mut owner = SlotOwner::new(SlotArena::new(1, 4).unwrap(), false);
         owner.assign(0, 1).unwrap();
         assert_eq!(owner.assign(0, 2), Err(SlotState::Queued(1)));
         let w = owner.writers();
@@ -380,20 +386,50 @@ mod tests {
         let arena = owner.release().expect("no writer left");
         assert_eq!(owner.num_slots(), 0);
         assert!(owner.read(0, 2).is_none());
-        let owner = SlotOwner::new(arena);
+        let owner = SlotOwner::new(arena, true);
+        // Queued but never read: not retained, even when asked to retain.
+        assert_eq!(owner.state(0), SlotState::Empty);
+    }
+
+    #[test]
+    fn only_ready_slots_survive_into_a_retaining_owner() {
+        let mut owner = SlotOwner::new(SlotArena::new(3, 4).unwrap(), false);
+        let w = owner.writers();
+        for (slot, page) in [(0, 10), (1, 11), (2, 12)] {
+            owner.assign(slot, page).unwrap();
+        }
+        w.fill(
+            0,
+            10,
+            |b| {
+                b.copy_from_slice(b"wxyz");
+                Ok(4)
+            },
+            &|_| {},
+        );
+        w.fill(1, 11, |_| Err(io::Error::other("bad")), &|_| {});
+        drop(w);
+        let arena = owner.release().unwrap();
+        let owner = SlotOwner::new(arena, true);
+        assert_eq!(owner.read(0, 10), Some(&b"wxyz"[..]));
+        assert_eq!(owner.state(1), SlotState::Empty);
+        assert_eq!(owner.state(2), SlotState::Empty);
+        let mut owner = owner;
+        let arena = owner.release().unwrap();
+        let owner = SlotOwner::new(arena, false);
         assert_eq!(owner.state(0), SlotState::Empty);
     }
 
     #[test]
     fn arena_is_not_returned_while_a_writer_handle_lives() {
-        let mut owner = SlotOwner::new(SlotArena::new(1, 4).unwrap());
+        let mut owner = SlotOwner::new(SlotArena::new(1, 4).unwrap(), false);
         let _w = owner.writers();
         assert!(owner.release().is_none());
     }
 
     #[test]
     fn zero_slots_is_a_valid_arena() {
-        let owner = SlotOwner::new(SlotArena::new(0, 1 << 21).unwrap());
+        let owner = SlotOwner::new(SlotArena::new(0, 1 << 21).unwrap(), false);
         assert_eq!(owner.num_slots(), 0);
         assert!(owner.read(0, 0).is_none());
     }

@@ -100,6 +100,16 @@ pub struct BenchArgs {
     #[arg(long)]
     pub direct_io: bool,
 
+    /// Process cache: read every page again each epoch, as FFCV does, instead of keeping
+    /// pages still held in their slots from the epoch before.
+    #[arg(long)]
+    pub no_retain_pages: bool,
+
+    /// Process cache: a slot for every page an epoch reads (slot memory for the whole
+    /// dataset), so epochs after the first read nothing.
+    #[arg(long)]
+    pub hold_all_pages: bool,
+
     /// Number of ranks of a distributed job (with --rank).
     #[arg(long, requires = "rank", value_parser = clap::value_parser!(u64).range(1..))]
     pub world_size: Option<u64>,
@@ -290,7 +300,9 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
         .drop_last(!args.no_drop_last)
         .recompile(args.recompile)
         .compile(!args.no_compile)
-        .direct_io(args.direct_io);
+        .direct_io(args.direct_io)
+        .retain_pages(!args.no_retain_pages)
+        .hold_all_pages(args.hold_all_pages);
     if args.device != ffcv::gpu::DeviceSpec::Cpu {
         b = b.device(args.device);
     }

@@ -99,6 +99,16 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub direct_io: bool,
 
+    /// Process cache: read every page again each epoch, as FFCV does, instead of keeping
+    /// pages still held in their slots from the epoch before.
+    #[arg(long)]
+    pub no_retain_pages: bool,
+
+    /// Process cache: a slot for every page an epoch reads (slot memory for the whole
+    /// dataset), so epochs after the first read nothing.
+    #[arg(long)]
+    pub hold_all_pages: bool,
+
     /// Processes in the distributed job (1 = not distributed).
     #[arg(long, default_value_t = 1)]
     pub world_size: u64,

@@ -24,7 +24,9 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
         .drop_last(!args.no_drop_last)
         .batches_ahead(knobs.batches_ahead)
         .recompile(args.recompile)
-        .compile(!args.no_compile);
+        .compile(!args.no_compile)
+        .retain_pages(!args.no_retain_pages)
+        .hold_all_pages(args.hold_all_pages);
     if let Some(budget) = args.max_memory {
         builder = builder.max_memory(budget);
     }
