@@ -15,6 +15,7 @@
 //!   fixed point of OpenCV's `INTER_LINEAR` (with the 16-bit rounding of
 //!   OpenCV's vector code in the vertical pass).
 
+use super::simd::{self, Isa};
 use super::{CropBox, ImageError, Result, rgb_len};
 
 const CN: usize = 3;
@@ -72,10 +73,17 @@ pub struct AreaResizer {
     /// sums bit for bit while every pixel runs the same loop.
     xtaps: Vec<(u32, f32)>,
     xtap: usize,
+    /// Leading pairs of output pixels whose taps all have 4 bytes to read
+    /// in a source row (the AVX2 horizontal pass reads RGB plus one).
+    xpairs: usize,
+    /// The horizontal sums of one source row, plus 2 floats of slack for
+    /// the AVX2 pass's 8-lane stores.
     fbuf: Vec<f32>,
     fsum: Vec<f32>,
     irow0: Vec<i32>,
     irow1: Vec<i32>,
+    /// The instruction set the kernels run with.
+    isa: Isa,
 }
 
 impl Default for AreaResizer {
@@ -167,10 +175,12 @@ impl AreaResizer {
             ybeta: Vec::new(),
             xtaps: Vec::new(),
             xtap: 0,
+            xpairs: 0,
             fbuf: Vec::new(),
             fsum: Vec::new(),
             irow0: Vec::new(),
             irow1: Vec::new(),
+            isa: Isa::detect(),
         }
     }
 
@@ -218,8 +228,14 @@ impl AreaResizer {
                     self.xtaps.push(((sx * CN) as u32, wt));
                 }
             }
+            let row_bytes = swu * CN;
+            self.xpairs = self
+                .xtaps
+                .chunks_exact(2 * self.xtap)
+                .take_while(|t| t.iter().all(|&(off, _)| off as usize + 4 <= row_bytes))
+                .count();
             self.fbuf.clear();
-            self.fbuf.resize(dwu * CN, 0.0);
+            self.fbuf.resize(dwu * CN + 2, 0.0);
             self.fsum.clear();
             self.fsum.resize(dwu * CN, 0.0);
             Plan::Area
@@ -375,12 +391,15 @@ impl AreaResizer {
         let Self {
             xtaps,
             xtap,
+            xpairs,
             ygroups,
             yweights,
             fbuf,
             fsum,
+            isa,
             ..
         } = self;
+        let isa = *isa;
         // A source row straddling two output rows is weighted horizontally
         // once: `fbuf` keeps the last row's sums for the next output row.
         let mut cached = None;
@@ -389,18 +408,10 @@ impl AreaResizer {
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
                 if cached != Some(sy) {
-                    hsum_area(src.row(sy), xtaps, *xtap, fbuf);
+                    hsum_area(isa, src.row(sy), xtaps, *xtap, *xpairs, fbuf);
                     cached = Some(sy);
                 }
-                if k == 0 {
-                    for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
-                        *sum = beta * b;
-                    }
-                } else {
-                    for (sum, b) in fsum.iter_mut().zip(fbuf.iter()) {
-                        *sum += beta * b;
-                    }
-                }
+                scale_add(isa, fsum, fbuf, beta, k > 0);
             }
             for (o, sum) in out.iter_mut().zip(fsum.iter()) {
                 *o = sat_u8(*sum);
@@ -448,8 +459,55 @@ impl View<'_> {
 
 /// One source row weighted horizontally: `buf[dx] = sum of s[sx] * w` over
 /// the pixel's taps in table order, starting from 0 as OpenCV's buffer does.
-/// The common tap counts get their own copy with the count fixed.
-fn hsum_area(s: &[u8], taps: &[(u32, f32)], ntap: usize, buf: &mut [f32]) {
+/// The common tap counts get their own copy with the count fixed. With
+/// AVX2 the first `npairs` pairs of pixels go through the vector kernel.
+pub(super) fn hsum_area(
+    isa: Isa,
+    s: &[u8],
+    taps: &[(u32, f32)],
+    ntap: usize,
+    npairs: usize,
+    buf: &mut [f32],
+) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            unsafe {
+                match ntap {
+                    1 => simd::hsum_area_avx2::<1>(s, taps, npairs, buf),
+                    2 => simd::hsum_area_avx2::<2>(s, taps, npairs, buf),
+                    3 => simd::hsum_area_avx2::<3>(s, taps, npairs, buf),
+                    4 => simd::hsum_area_avx2::<4>(s, taps, npairs, buf),
+                    5 => simd::hsum_area_avx2::<5>(s, taps, npairs, buf),
+                    6 => simd::hsum_area_avx2::<6>(s, taps, npairs, buf),
+                    _ => return hsum_area_scalar(s, taps, ntap, buf),
+                }
+            }
+            2 * npairs
+        }
+    };
+    hsum_area_scalar(s, &taps[done * ntap..], ntap, &mut buf[done * CN..]);
+}
+
+/// `sum = beta * b` (first source row of an output row) or
+/// `sum += beta * b` (the next ones), over `sum`'s length.
+pub(super) fn scale_add(isa: Isa, sum: &mut [f32], b: &[f32], beta: f32, add: bool) {
+    match isa {
+        Isa::Scalar => {
+            for (sum, b) in sum.iter_mut().zip(b) {
+                *sum = if add { *sum + beta * b } else { beta * b };
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::scale_add_avx2(sum, b, beta, add) },
+    }
+}
+
+/// The portable horizontal pass: one pixel at a time.
+fn hsum_area_scalar(s: &[u8], taps: &[(u32, f32)], ntap: usize, buf: &mut [f32]) {
     match ntap {
         2 => hsum_taps::<2>(s, taps, buf),
         3 => hsum_taps::<3>(s, taps, buf),

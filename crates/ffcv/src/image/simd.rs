@@ -36,3 +36,271 @@ impl Default for Isa {
         Self::detect()
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::{
+    h2v1_fancy_avx2, h2v2_fancy_avx2, hsum_area_avx2, scale_add_avx2, ycc_to_rgb_row_avx2,
+};
+
+/// The AVX2 kernels. Each reproduces its portable counterpart in
+/// `turbo.rs` or `resize.rs` exactly (same integer results, or the same
+/// `f32` operations in the same order) on the whole chunks it handles and
+/// leaves the rest of the row to that counterpart.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// jdcolor's YCbCr -> RGB for `y.len()` pixels into `out` (3 bytes per
+    /// pixel); `cb`, `cr` and `out` hold at least as many. Processes whole
+    /// groups of 16 pixels and returns how many pixels it converted.
+    ///
+    /// The tables' 16-bit fixed-point products are split so that they fit
+    /// `pmaddwd`'s signed 16-bit factors, which is exact: with
+    /// `91881 = 65536 + 26345`, `(91881 * cr + 2^15) >> 16` equals
+    /// `((26345 * cr + 2^15) >> 16) + cr` (adding a multiple of 2^16 before
+    /// a floor shift adds its quotient after), and likewise
+    /// `-46802 = 18734 - 65536` for green and `116130 = 131072 - 14942`
+    /// for blue. The rounding constant `2^15` enters as `2 * 16384`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn ycc_to_rgb_row_avx2(
+        y: &[u8],
+        cb: &[u8],
+        cr: &[u8],
+        out: &mut [u8],
+    ) -> usize {
+        let n = y.len().min(cb.len()).min(cr.len()).min(out.len() / 3);
+        let chunks = n / 16;
+        let k128 = _mm256_set1_epi16(128);
+        let two = _mm256_set1_epi16(2);
+        let half = _mm256_set1_epi32(1 << 15);
+        // (factor for the first of a pair, factor for the second) as one i32.
+        let pair = |a: i16, b: i16| _mm256_set1_epi32((i32::from(b) << 16) | i32::from(a as u16));
+        let kr = pair(26345, 16384);
+        let kg = pair(-22554, 18734);
+        let kb = pair(-14942, 16384);
+        let masks = rgb_interleave_masks();
+        for c in 0..chunks {
+            let i = c * 16;
+            // SAFETY: `i + 16 <= n <= len` for `y`, `cb` and `cr`.
+            let (yv, cbv, crv) = unsafe {
+                (
+                    _mm_loadu_si128(y.as_ptr().add(i).cast()),
+                    _mm_loadu_si128(cb.as_ptr().add(i).cast()),
+                    _mm_loadu_si128(cr.as_ptr().add(i).cast()),
+                )
+            };
+            let yv = _mm256_cvtepu8_epi16(yv);
+            let cbv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(cbv), k128);
+            let crv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(crv), k128);
+            // pmaddwd over (a, b) pairs; unpacklo/hi split each 128-bit lane
+            // and packs_epi32 puts the pixels back in order lane by lane.
+            let madd = |a: __m256i, b: __m256i, k: __m256i, add: __m256i| {
+                let lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), k), add);
+                let hi = _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), k), add);
+                _mm256_packs_epi32(_mm256_srai_epi32::<16>(lo), _mm256_srai_epi32::<16>(hi))
+            };
+            let zero = _mm256_setzero_si256();
+            let r = _mm256_add_epi16(_mm256_add_epi16(yv, madd(crv, two, kr, zero)), crv);
+            let g = _mm256_sub_epi16(_mm256_add_epi16(yv, madd(cbv, crv, kg, half)), crv);
+            let b = _mm256_add_epi16(
+                _mm256_add_epi16(yv, madd(cbv, two, kb, zero)),
+                _mm256_add_epi16(cbv, cbv),
+            );
+            // Saturate to bytes: [r0-7 g0-7 | r8-15 g8-15] -> [r | g].
+            let rg = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(r, g));
+            let bb = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(b, b));
+            let (rv, gv, bv) = (
+                _mm256_castsi256_si128(rg),
+                _mm256_extracti128_si256::<1>(rg),
+                _mm256_castsi256_si128(bb),
+            );
+            let part = |j: usize| {
+                _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_shuffle_epi8(rv, masks[j][0]),
+                        _mm_shuffle_epi8(gv, masks[j][1]),
+                    ),
+                    _mm_shuffle_epi8(bv, masks[j][2]),
+                )
+            };
+            let o = out[3 * i..3 * i + 48].as_mut_ptr();
+            // SAFETY: `o` points at 48 writable bytes (the slice above).
+            unsafe {
+                _mm_storeu_si128(o.cast(), part(0));
+                _mm_storeu_si128(o.add(16).cast(), part(1));
+                _mm_storeu_si128(o.add(32).cast(), part(2));
+            }
+        }
+        chunks * 16
+    }
+
+    /// `pshufb` masks that spread 16 R, G and B bytes over three 16-byte
+    /// blocks of packed RGB: `[block][channel]` (0x80 = a zero byte).
+    const RGB_MASKS: [[[u8; 16]; 3]; 3] = {
+        let mut m = [[[0x80u8; 16]; 3]; 3];
+        let mut k = 0;
+        while k < 48 {
+            m[k / 16][k % 3][k % 16] = (k / 3) as u8;
+            k += 1;
+        }
+        m
+    };
+
+    #[target_feature(enable = "avx2")]
+    fn rgb_interleave_masks() -> [[__m128i; 3]; 3] {
+        // SAFETY: each load reads one 16-byte array.
+        RGB_MASKS.map(|block| block.map(|m| unsafe { _mm_loadu_si128(m.as_ptr().cast()) }))
+    }
+
+    /// The inner part of libjpeg-turbo's h2v2 fancy upsampling: for samples
+    /// `i` in `s0..` (`s0 >= 1`), in groups of 16 while `i + 16 < this.len()`
+    /// (the right neighbour is read), writes `dst[2i]` and `dst[2i + 1]`
+    /// from the column sums `3 * this + near` at `i - 1`, `i`, `i + 1`.
+    /// Returns where it stopped; the caller finishes from there.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn h2v2_fancy_avx2(
+        this: &[u8],
+        near: &[u8],
+        (s0, s1): (usize, usize),
+        dst: &mut [u8],
+    ) -> usize {
+        let n = this.len().min(near.len());
+        let mut i = s0.max(1);
+        let three = _mm256_set1_epi16(3);
+        let (b8, b7) = (_mm256_set1_epi16(8), _mm256_set1_epi16(7));
+        while i + 16 <= s1 && i + 16 < n && 2 * i + 32 <= dst.len() {
+            let load = |s: &[u8], at: usize| {
+                // SAFETY: `at + 16 <= n <= s.len()` for the three offsets
+                // used below (`i - 1`, `i`, `i + 1` with `i + 17 <= n`).
+                _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(s.as_ptr().add(at).cast()) })
+            };
+            let col = |at: usize| {
+                _mm256_add_epi16(_mm256_mullo_epi16(load(this, at), three), load(near, at))
+            };
+            let (cm, c0, cp) = (col(i - 1), col(i), col(i + 1));
+            let v = _mm256_mullo_epi16(c0, three);
+            let d0 = _mm256_srli_epi16::<4>(_mm256_add_epi16(_mm256_add_epi16(v, cm), b8));
+            let d1 = _mm256_srli_epi16::<4>(_mm256_add_epi16(_mm256_add_epi16(v, cp), b7));
+            // Each 16-bit lane becomes the byte pair (d0, d1) in memory order.
+            let pairs = _mm256_or_si256(d0, _mm256_slli_epi16::<8>(d1));
+            let o = dst[2 * i..2 * i + 32].as_mut_ptr();
+            // SAFETY: `o` points at 32 writable bytes (the slice above).
+            unsafe { _mm256_storeu_si256(o.cast(), pairs) };
+            i += 16;
+        }
+        i
+    }
+
+    /// [`h2v2_fancy_avx2`] for h2v1 (no context row; biases 1 and 2 over 4).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn h2v1_fancy_avx2(
+        src: &[u8],
+        (s0, s1): (usize, usize),
+        dst: &mut [u8],
+    ) -> usize {
+        let n = src.len();
+        let mut i = s0.max(1);
+        let three = _mm256_set1_epi16(3);
+        let (b1, b2) = (_mm256_set1_epi16(1), _mm256_set1_epi16(2));
+        while i + 16 <= s1 && i + 16 < n && 2 * i + 32 <= dst.len() {
+            let load = |at: usize| {
+                // SAFETY: `at + 16 <= n` for `at` in `i - 1..=i + 1`.
+                _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(src.as_ptr().add(at).cast()) })
+            };
+            let v = _mm256_mullo_epi16(load(i), three);
+            let d0 = _mm256_srli_epi16::<2>(_mm256_add_epi16(_mm256_add_epi16(v, load(i - 1)), b1));
+            let d1 = _mm256_srli_epi16::<2>(_mm256_add_epi16(_mm256_add_epi16(v, load(i + 1)), b2));
+            let pairs = _mm256_or_si256(d0, _mm256_slli_epi16::<8>(d1));
+            let o = dst[2 * i..2 * i + 32].as_mut_ptr();
+            // SAFETY: `o` points at 32 writable bytes (the slice above).
+            unsafe { _mm256_storeu_si256(o.cast(), pairs) };
+            i += 16;
+        }
+        i
+    }
+
+    /// `INTER_AREA`'s horizontal pass for the first `npairs` pairs of output
+    /// pixels: pixel `d`'s three channel sums `sum over taps of s[off + c] *
+    /// w`, tap by tap in table order from 0, into `buf[3d..3d + 3]`, as the
+    /// portable `weigh` does. One 256-bit register holds two pixels (RGB plus
+    /// one unused lane each); the products and sums are the same `f32`
+    /// operations in the same order, so the same roundings.
+    ///
+    /// Needs `taps.len() >= 2 * npairs * N`, every tap offset of those
+    /// pixels plus 4 within `s` (4 bytes are read per pixel), and
+    /// `buf.len() >= 6 * npairs + 2` (each store writes 8 lanes; the last two
+    /// are overwritten by the next pair or are slack). Out-of-range indexes
+    /// panic rather than read outside the slices.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn hsum_area_avx2<const N: usize>(
+        s: &[u8],
+        taps: &[(u32, f32)],
+        npairs: usize,
+        buf: &mut [f32],
+    ) {
+        let compact = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
+        let pixel = |off: u32| {
+            let o = off as usize;
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&s[o..o + 4]);
+            _mm_cvtsi32_si128(i32::from_le_bytes(b))
+        };
+        for (p, t) in taps[..2 * npairs * N].chunks_exact(2 * N).enumerate() {
+            let (ta, tb) = t.split_at(N);
+            let mut acc = _mm256_setzero_ps();
+            for (&(oa, wa), &(ob, wb)) in ta.iter().zip(tb) {
+                let v = _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(pixel(oa), pixel(ob)));
+                let w = _mm256_setr_m128(_mm_set1_ps(wa), _mm_set1_ps(wb));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(v), w));
+            }
+            let out = &mut buf[6 * p..6 * p + 8];
+            // SAFETY: `out` is 8 writable floats.
+            unsafe {
+                _mm256_storeu_ps(out.as_mut_ptr(), _mm256_permutevar8x32_ps(acc, compact));
+            }
+        }
+    }
+
+    /// `sum[i] = beta * b[i]` (`add == false`) or `sum[i] += beta * b[i]`
+    /// for `i` below the shorter length: separate multiply and add, as the
+    /// portable loop (no fused multiply-add, whose single rounding would
+    /// differ).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn scale_add_avx2(sum: &mut [f32], b: &[f32], beta: f32, add: bool) {
+        let n = sum.len().min(b.len());
+        let k = _mm256_set1_ps(beta);
+        let mut i = 0;
+        while i + 8 <= n {
+            let (d, x) = (&mut sum[i..i + 8], &b[i..i + 8]);
+            // SAFETY: `d` and `x` are 8 floats each.
+            unsafe {
+                let prod = _mm256_mul_ps(k, _mm256_loadu_ps(x.as_ptr()));
+                let v = if add {
+                    _mm256_add_ps(_mm256_loadu_ps(d.as_ptr()), prod)
+                } else {
+                    prod
+                };
+                _mm256_storeu_ps(d.as_mut_ptr(), v);
+            }
+            i += 8;
+        }
+        for (d, &x) in sum[i..n].iter_mut().zip(&b[i..n]) {
+            *d = if add { *d + beta * x } else { beta * x };
+        }
+    }
+}

@@ -10,7 +10,7 @@
 //! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
 //! caller can use a general decoder instead.
 
-use super::simd::Isa;
+use super::simd::{self, Isa};
 use super::{CropBox, ImageError, Result, rgb_len};
 
 /// What [`TurboDecoder::decode_into`] did.
@@ -839,10 +839,14 @@ impl TurboDecoder {
             r.clear();
             r.resize(c.pw * (hmax / c.h) + 2, 0);
         }
-        let Self { planes, rows, .. } = self;
+        let Self {
+            planes, rows, isa, ..
+        } = self;
+        let isa = *isa;
         for (y, row) in lines {
             for (k, c) in comps.iter().enumerate() {
                 upsample_row(
+                    isa,
                     &planes[k],
                     c,
                     (hmax / c.h, vmax / c.v),
@@ -858,9 +862,7 @@ impl TurboDecoder {
                     px.copy_from_slice(&[a, b, c]);
                 }
             } else {
-                for (((px, &yy), &cb), &cr) in row.chunks_exact_mut(3).zip(r0).zip(r1).zip(r2) {
-                    px.copy_from_slice(&ycc_to_rgb(yy, cb, cr));
-                }
+                ycc_to_rgb_row(isa, r0, r1, r2, row);
             }
         }
     }
@@ -912,6 +914,21 @@ impl Region {
     }
 }
 
+/// [`ycc_to_rgb`] over a row: `y`, `cb`, `cr` and `out` (3 bytes a pixel)
+/// of the same pixel count.
+pub(super) fn ycc_to_rgb_row(isa: Isa, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::ycc_to_rgb_row_avx2(y, cb, cr, out) },
+    };
+    let (y, cb, cr) = (&y[done..], &cb[done..], &cr[done..]);
+    for (((px, &yy), &cb), &cr) in out[3 * done..].chunks_exact_mut(3).zip(y).zip(cb).zip(cr) {
+        px.copy_from_slice(&ycc_to_rgb(yy, cb, cr));
+    }
+}
+
 /// jdcolor's `ycc_rgb_convert` with its 16-bit fixed-point tables.
 fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
     const HALF: i32 = 1 << 15;
@@ -930,6 +947,7 @@ fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
 /// wide. Only the columns a crop needs are computed: the upsampler's value
 /// at a column depends on its sample and the two beside it, nothing else.
 fn upsample_row(
+    isa: Isa,
     plane: &[u8],
     c: &Component,
     (fh, fv): (usize, usize),
@@ -948,7 +966,7 @@ fn upsample_row(
     };
     match (fh, fv) {
         (1, 1) => dst[s0..s1].copy_from_slice(&row(iy)[s0..s1]),
-        (2, 1) if fancy => h2v1_fancy(row(iy), (s0, s1), dst),
+        (2, 1) if fancy => h2v1_fancy(isa, row(iy), (s0, s1), dst),
         (2, 1) => replicate2(row(iy), dst),
         (1, 2) => {
             // h1v2 is fancy whenever fancy upsampling is on (no width rule).
@@ -960,7 +978,7 @@ fn upsample_row(
         }
         _ if fancy => {
             let (near, _) = neighbour(y, iy, c.dh);
-            h2v2_fancy(row(iy), row(near), (s0, s1), dst);
+            h2v2_fancy(isa, row(iy), row(near), (s0, s1), dst);
         }
         _ => replicate2(row(iy), dst),
     }
@@ -987,7 +1005,7 @@ fn replicate2(src: &[u8], dst: &mut [u8]) {
 /// `dst[2 * s0..2 * s1]`. Its edge outputs (the first and last) equal the
 /// general formula with the missing neighbour replaced by the edge sample,
 /// so clamping the neighbour index reproduces them exactly.
-fn h2v1_fancy(src: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
+pub(super) fn h2v1_fancy(isa: Isa, src: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
     let n = src.len();
     let s = |i: usize| u32::from(src[i]);
     let inner = (s0.max(1), s1.min(n - 1).max(s0.max(1)));
@@ -999,8 +1017,14 @@ fn h2v1_fancy(src: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
     for i in s0..inner.0 {
         edge(i, dst);
     }
-    let out = &mut dst[2 * inner.0..2 * inner.1];
-    let win = &src[inner.0 - 1..inner.1 + 1];
+    let start = match isa {
+        Isa::Scalar => inner.0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::h2v1_fancy_avx2(src, inner, dst) },
+    };
+    let out = &mut dst[2 * start..2 * inner.1];
+    let win = &src[start - 1..inner.1 + 1];
     for (d, w) in out.chunks_exact_mut(2).zip(win.windows(3)) {
         let v = u32::from(w[1]) * 3;
         d[0] = ((v + u32::from(w[0]) + 1) >> 2) as u8;
@@ -1014,7 +1038,13 @@ fn h2v1_fancy(src: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
 /// libjpeg-turbo's h2v2 fancy upsampling of samples `s0..s1` (this row
 /// weighted 3, the context row 1) into `dst[2 * s0..2 * s1]`; edges as in
 /// [`h2v1_fancy`] (biases 8 for the left output of a pair, 7 the right).
-fn h2v2_fancy(this: &[u8], near: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]) {
+pub(super) fn h2v2_fancy(
+    isa: Isa,
+    this: &[u8],
+    near: &[u8],
+    (s0, s1): (usize, usize),
+    dst: &mut [u8],
+) {
     let n = this.len();
     let col = |i: usize| u32::from(this[i]) * 3 + u32::from(near[i]);
     let inner = (s0.max(1), s1.min(n - 1).max(s0.max(1)));
@@ -1026,9 +1056,15 @@ fn h2v2_fancy(this: &[u8], near: &[u8], (s0, s1): (usize, usize), dst: &mut [u8]
     for i in s0..inner.0 {
         edge(i, dst);
     }
-    let out = &mut dst[2 * inner.0..2 * inner.1];
-    let t = &this[inner.0 - 1..inner.1 + 1];
-    let u = &near[inner.0 - 1..inner.1 + 1];
+    let start = match isa {
+        Isa::Scalar => inner.0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::h2v2_fancy_avx2(this, near, inner, dst) },
+    };
+    let out = &mut dst[2 * start..2 * inner.1];
+    let t = &this[start - 1..inner.1 + 1];
+    let u = &near[start - 1..inner.1 + 1];
     for ((d, a), b) in out.chunks_exact_mut(2).zip(t.windows(3)).zip(u.windows(3)) {
         let c = |k: usize| u32::from(a[k]) * 3 + u32::from(b[k]);
         let v = c(1) * 3;
