@@ -39,7 +39,8 @@ impl Default for Isa {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use avx2::{
-    h2v1_fancy_avx2, h2v2_fancy_avx2, hsum_area_avx2, scale_add_avx2, ycc_to_rgb_row_avx2,
+    h2v1_fancy_avx2, h2v2_fancy_avx2, hsum_area_avx2, idct_ifast_avx2, scale_add_avx2,
+    ycc_to_rgb_row_avx2,
 };
 
 /// The AVX2 kernels. Each reproduces its portable counterpart in
@@ -301,6 +302,141 @@ mod avx2 {
         }
         for (d, &x) in sum[i..n].iter_mut().zip(&b[i..n]) {
             *d = if add { *d + beta * x } else { beta * x };
+        }
+    }
+
+    /// jidctfst's `MULTIPLY`: the 32-bit product shifted down 8 bits.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn mul8(a: __m256i, c: i32) -> __m256i {
+        _mm256_srai_epi32::<8>(_mm256_mullo_epi32(a, _mm256_set1_epi32(c)))
+    }
+
+    /// The 8-point butterfly of `turbo::butterfly`, eight lanes at once
+    /// (32-bit wrapping adds and products, as there).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn butterfly(x: [__m256i; 8]) -> [__m256i; 8] {
+        use super::super::turbo::{
+            FIX_1_082392200, FIX_1_414213562, FIX_1_847759065, FIX_2_613125930,
+        };
+        let (add, sub) = (_mm256_add_epi32, _mm256_sub_epi32);
+        let tmp10 = add(x[0], x[4]);
+        let tmp11 = sub(x[0], x[4]);
+        let tmp13 = add(x[2], x[6]);
+        let tmp12 = sub(mul8(sub(x[2], x[6]), FIX_1_414213562), tmp13);
+        let e0 = add(tmp10, tmp13);
+        let e3 = sub(tmp10, tmp13);
+        let e1 = add(tmp11, tmp12);
+        let e2 = sub(tmp11, tmp12);
+        let z13 = add(x[5], x[3]);
+        let z10 = sub(x[5], x[3]);
+        let z11 = add(x[1], x[7]);
+        let z12 = sub(x[1], x[7]);
+        let t7 = add(z11, z13);
+        let t11 = mul8(sub(z11, z13), FIX_1_414213562);
+        let z5 = mul8(add(z10, z12), FIX_1_847759065);
+        let t10 = sub(mul8(z12, FIX_1_082392200), z5);
+        let t12 = add(mul8(z10, -FIX_2_613125930), z5);
+        let t6 = sub(t12, t7);
+        let t5 = sub(t11, t6);
+        let t4 = add(t10, t5);
+        [
+            add(e0, t7),
+            add(e1, t6),
+            add(e2, t5),
+            sub(e3, t4),
+            add(e3, t4),
+            sub(e2, t5),
+            sub(e1, t6),
+            sub(e0, t7),
+        ]
+    }
+
+    /// Transposes an 8x8 matrix of `i32` held as eight rows.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose(r: [__m256i; 8]) -> [__m256i; 8] {
+        let t: [__m256i; 8] = std::array::from_fn(|k| {
+            let (a, b) = (r[2 * (k / 2)], r[2 * (k / 2) + 1]);
+            if k % 2 == 0 {
+                _mm256_unpacklo_epi32(a, b)
+            } else {
+                _mm256_unpackhi_epi32(a, b)
+            }
+        });
+        // t[0] = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5], etc.
+        let u: [__m256i; 8] = std::array::from_fn(|k| {
+            let base = 4 * (k / 4);
+            let (a, b) = (t[base + (k % 4) / 2], t[base + 2 + (k % 4) / 2]);
+            if k % 2 == 0 {
+                _mm256_unpacklo_epi64(a, b)
+            } else {
+                _mm256_unpackhi_epi64(a, b)
+            }
+        });
+        // u[c] (c < 4) = column c of rows 0-3 | column c + 4 of rows 0-3;
+        // u[4 + c] the same for rows 4-7.
+        [
+            _mm256_permute2x128_si256::<0x20>(u[0], u[4]),
+            _mm256_permute2x128_si256::<0x20>(u[1], u[5]),
+            _mm256_permute2x128_si256::<0x20>(u[2], u[6]),
+            _mm256_permute2x128_si256::<0x20>(u[3], u[7]),
+            _mm256_permute2x128_si256::<0x31>(u[0], u[4]),
+            _mm256_permute2x128_si256::<0x31>(u[1], u[5]),
+            _mm256_permute2x128_si256::<0x31>(u[2], u[6]),
+            _mm256_permute2x128_si256::<0x31>(u[3], u[7]),
+        ]
+    }
+
+    /// `turbo::idct_ifast` with each pass's eight lanes in one register:
+    /// dequantise, butterflies over columns, transpose, butterflies over
+    /// rows, transpose back, then libjpeg's range limit (the low 10 bits of
+    /// `x >> 5` as a signed value, plus 128, saturated to a byte). Writes
+    /// `out[r * stride..r * stride + 8]` for rows `r` in `0..8`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn idct_ifast_avx2(
+        coef: &[i16; 64],
+        q: &[i32; 64],
+        out: &mut [u8],
+        stride: usize,
+    ) {
+        let rows: [__m256i; 8] = std::array::from_fn(|r| {
+            // SAFETY: row `r` of both 64-entry tables: 8 `i16` (16 bytes) and
+            // 8 `i32` (32 bytes) starting at `8 * r`.
+            let (c, qv) = unsafe {
+                (
+                    _mm_loadu_si128(coef.as_ptr().add(8 * r).cast()),
+                    _mm256_loadu_si256(q.as_ptr().add(8 * r).cast()),
+                )
+            };
+            _mm256_mullo_epi32(_mm256_cvtepi16_epi32(c), qv)
+        });
+        let ws = butterfly(rows);
+        let res = butterfly(transpose(ws));
+        let px = transpose(res).map(|v| {
+            let v = _mm256_srai_epi32::<5>(v);
+            let v = _mm256_srai_epi32::<22>(_mm256_slli_epi32::<22>(v));
+            _mm256_add_epi32(v, _mm256_set1_epi32(128))
+        });
+        // Bytes of rows 0-3 and 4-7, each row's 8 bytes contiguous.
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let pack = |a: usize| {
+            let lo = _mm256_packs_epi32(px[a], px[a + 1]);
+            let hi = _mm256_packs_epi32(px[a + 2], px[a + 3]);
+            _mm256_permutevar8x32_epi32(_mm256_packus_epi16(lo, hi), order)
+        };
+        let mut bytes = [0u8; 64];
+        // SAFETY: two 32-byte stores into the 64-byte array.
+        unsafe {
+            _mm256_storeu_si256(bytes.as_mut_ptr().cast(), pack(0));
+            _mm256_storeu_si256(bytes.as_mut_ptr().add(32).cast(), pack(4));
+        }
+        for (r, row) in bytes.chunks_exact(8).enumerate() {
+            out[r * stride..r * stride + 8].copy_from_slice(row);
         }
     }
 }

@@ -42,10 +42,10 @@ const AAN_SCALES: [i64; 64] = [
     4520, 6270, 5906, 5315, 4520, 3552, 2446, 1247,
 ];
 
-const FIX_1_082392200: i32 = 277;
-const FIX_1_414213562: i32 = 362;
-const FIX_1_847759065: i32 = 473;
-const FIX_2_613125930: i32 = 669;
+pub(super) const FIX_1_082392200: i32 = 277;
+pub(super) const FIX_1_414213562: i32 = 362;
+pub(super) const FIX_1_847759065: i32 = 473;
+pub(super) const FIX_2_613125930: i32 = 669;
 
 /// Eight lanes of 32-bit values: the IDCT works on all eight columns (pass
 /// 1) or rows (pass 2) at once, which the compiler turns into SIMD.
@@ -120,7 +120,8 @@ fn idct_ifast(isa: Isa, coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride:
     match isa {
         Isa::Scalar => idct_ifast_body(coef, q, out, stride),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => idct_ifast_body(coef, q, out, stride),
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::idct_ifast_avx2(coef, q, out, stride) },
     }
 }
 
