@@ -28,6 +28,8 @@ mod jpeg;
 mod kernel;
 mod resize;
 mod simd;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_tests;
 mod synthetic;
 mod turbo;
 

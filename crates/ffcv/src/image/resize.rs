@@ -184,6 +184,19 @@ impl AreaResizer {
         }
     }
 
+    /// A resizer whose kernels run with `isa` (tests compare the paths).
+    #[cfg(test)]
+    pub(crate) fn with_isa(isa: Isa) -> Self {
+        Self { isa, ..Self::new() }
+    }
+
+    /// The leading output pixel pairs the AVX2 horizontal pass handles
+    /// for the current tables.
+    #[cfg(test)]
+    pub(crate) fn simd_pairs(&self) -> usize {
+        self.xpairs
+    }
+
     /// Builds (or keeps) the tables for `sh x sw -> dh x dw`; sizes are
     /// non-zero (checked by the callers).
     fn prepare(&mut self, sh: u32, sw: u32, dh: u32, dw: u32) {

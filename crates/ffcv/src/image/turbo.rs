@@ -116,7 +116,7 @@ fn butterfly(x: [Lanes; 8]) -> [Lanes; 8] {
 /// arithmetic is 32-bit like libjpeg's `DCTELEM`; only coefficients far
 /// outside what an 8-bit JPEG encoder produces could overflow, and then the
 /// result wraps instead of panicking.
-fn idct_ifast(isa: Isa, coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
+pub(super) fn idct_ifast(isa: Isa, coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usize) {
     match isa {
         Isa::Scalar => idct_ifast_body(coef, q, out, stride),
         #[cfg(target_arch = "x86_64")]
@@ -422,6 +422,15 @@ fn corrupt(len: usize, message: &str) -> ImageError {
 }
 
 impl TurboDecoder {
+    /// A decoder whose kernels run with `isa` (tests compare the paths).
+    #[cfg(test)]
+    pub(crate) fn with_isa(isa: Isa) -> Self {
+        Self {
+            isa,
+            ..Self::default()
+        }
+    }
+
     /// Decodes `jpeg` into `out` (packed RGB), or reports that the file
     /// needs the general decoder.
     pub(crate) fn decode_into(&mut self, jpeg: &[u8], out: &mut [u8]) -> Result<Outcome> {
