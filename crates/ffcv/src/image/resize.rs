@@ -105,6 +105,19 @@ fn sat_u8(x: f32) -> u8 {
     ((x.clamp(0.0, 255.0) + MAGIC) - MAGIC) as u8
 }
 
+/// [`sat_u8`] over `src` into `out` (the shorter length).
+pub(super) fn sat_u8_row(isa: Isa, src: &[f32], out: &mut [u8]) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { simd::sat_u8_row_avx2(src, out) },
+    };
+    for (o, &x) in out[done..].iter_mut().zip(&src[done..]) {
+        *o = sat_u8(x);
+    }
+}
+
 /// `saturate_cast<short>(float)`.
 fn sat_i16(x: f32) -> i16 {
     x.round_ties_even().clamp(i16::MIN as f32, i16::MAX as f32) as i16
@@ -426,9 +439,7 @@ impl AreaResizer {
                 }
                 scale_add(isa, fsum, fbuf, beta, k > 0);
             }
-            for (o, sum) in out.iter_mut().zip(fsum.iter()) {
-                *o = sat_u8(*sum);
-            }
+            sat_u8_row(isa, fsum, out);
         }
     }
 

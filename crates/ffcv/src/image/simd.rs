@@ -39,8 +39,8 @@ impl Default for Isa {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use avx2::{
-    h2v1_fancy_avx2, h2v2_fancy_avx2, hsum_area_avx2, idct_ifast_avx2, scale_add_avx2,
-    ycc_to_rgb_row_avx2,
+    h2v1_fancy_avx2, h2v2_fancy_avx2, hsum_area_avx2, idct_ifast_avx2, sat_u8_row_avx2,
+    scale_add_avx2, ycc_to_rgb_row_avx2,
 };
 
 /// The AVX2 kernels. Each reproduces its portable counterpart in
@@ -52,8 +52,9 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     /// jdcolor's YCbCr -> RGB for `y.len()` pixels into `out` (3 bytes per
-    /// pixel); `cb`, `cr` and `out` hold at least as many. Processes whole
-    /// groups of 16 pixels and returns how many pixels it converted.
+    /// pixel); `cb`, `cr` and `out` hold at least as many. Converts all `n`
+    /// pixels when `n >= 16` (in groups of 16, the last one overlapping)
+    /// and returns `n`; returns 0 for shorter rows.
     ///
     /// The tables' 16-bit fixed-point products are split so that they fit
     /// `pmaddwd`'s signed 16-bit factors, which is exact: with
@@ -73,7 +74,9 @@ mod avx2 {
         out: &mut [u8],
     ) -> usize {
         let n = y.len().min(cb.len()).min(cr.len()).min(out.len() / 3);
-        let chunks = n / 16;
+        if n < 16 {
+            return 0;
+        }
         let k128 = _mm256_set1_epi16(128);
         let two = _mm256_set1_epi16(2);
         let half = _mm256_set1_epi32(1 << 15);
@@ -83,8 +86,7 @@ mod avx2 {
         let kg = pair(-22554, 18734);
         let kb = pair(-14942, 16384);
         let masks = rgb_interleave_masks();
-        for c in 0..chunks {
-            let i = c * 16;
+        groups_of_16(0, n, |i| {
             // SAFETY: `i + 16 <= n <= len` for `y`, `cb` and `cr`.
             let (yv, cbv, crv) = unsafe {
                 (
@@ -134,8 +136,26 @@ mod avx2 {
                 _mm_storeu_si128(o.add(16).cast(), part(1));
                 _mm_storeu_si128(o.add(32).cast(), part(2));
             }
+        });
+        n
+    }
+
+    /// Calls `body(at)` for 16-element groups starting at `at` that cover
+    /// `start..end` (`end - start >= 16`): whole groups, then one last group
+    /// ending at `end` that overlaps the one before. A kernel whose outputs
+    /// depend only on its inputs writes the same bytes twice there, so the
+    /// short tail needs no scalar loop.
+    #[inline(always)]
+    fn groups_of_16(start: usize, end: usize, mut body: impl FnMut(usize)) {
+        let mut at = start;
+        loop {
+            let g = at.min(end - 16);
+            body(g);
+            at = g + 16;
+            if at >= end {
+                break;
+            }
         }
-        chunks * 16
     }
 
     /// `pshufb` masks that spread 16 R, G and B bytes over three 16-byte
@@ -157,10 +177,11 @@ mod avx2 {
     }
 
     /// The inner part of libjpeg-turbo's h2v2 fancy upsampling: for samples
-    /// `i` in `s0..` (`s0 >= 1`), in groups of 16 while `i + 16 < this.len()`
-    /// (the right neighbour is read), writes `dst[2i]` and `dst[2i + 1]`
-    /// from the column sums `3 * this + near` at `i - 1`, `i`, `i + 1`.
-    /// Returns where it stopped; the caller finishes from there.
+    /// `i` from `s0.max(1)` up to `min(s1, this.len() - 1)` (the right
+    /// neighbour is read), writes `dst[2i]` and `dst[2i + 1]` from the
+    /// column sums `3 * this + near` at `i - 1`, `i`, `i + 1`, in groups of
+    /// 16 (the last one overlapping) when the span holds at least 16. Returns
+    /// where it stopped; the caller finishes from there.
     ///
     /// # Safety
     /// The CPU must support AVX2.
@@ -172,10 +193,15 @@ mod avx2 {
         dst: &mut [u8],
     ) -> usize {
         let n = this.len().min(near.len());
-        let mut i = s0.max(1);
+        let start = s0.max(1);
+        // The right neighbour is read: groups end at most at `n - 1`.
+        let end = s1.min(n.saturating_sub(1)).min(dst.len() / 2);
+        if end < start + 16 {
+            return start;
+        }
         let three = _mm256_set1_epi16(3);
         let (b8, b7) = (_mm256_set1_epi16(8), _mm256_set1_epi16(7));
-        while i + 16 <= s1 && i + 16 < n && 2 * i + 32 <= dst.len() {
+        groups_of_16(start, end, |i| {
             let load = |s: &[u8], at: usize| {
                 // SAFETY: `at + 16 <= n <= s.len()` for the three offsets
                 // used below (`i - 1`, `i`, `i + 1` with `i + 17 <= n`).
@@ -193,9 +219,8 @@ mod avx2 {
             let o = dst[2 * i..2 * i + 32].as_mut_ptr();
             // SAFETY: `o` points at 32 writable bytes (the slice above).
             unsafe { _mm256_storeu_si256(o.cast(), pairs) };
-            i += 16;
-        }
-        i
+        });
+        end
     }
 
     /// [`h2v2_fancy_avx2`] for h2v1 (no context row; biases 1 and 2 over 4).
@@ -209,10 +234,14 @@ mod avx2 {
         dst: &mut [u8],
     ) -> usize {
         let n = src.len();
-        let mut i = s0.max(1);
+        let start = s0.max(1);
+        let end = s1.min(n.saturating_sub(1)).min(dst.len() / 2);
+        if end < start + 16 {
+            return start;
+        }
         let three = _mm256_set1_epi16(3);
         let (b1, b2) = (_mm256_set1_epi16(1), _mm256_set1_epi16(2));
-        while i + 16 <= s1 && i + 16 < n && 2 * i + 32 <= dst.len() {
+        groups_of_16(start, end, |i| {
             let load = |at: usize| {
                 // SAFETY: `at + 16 <= n` for `at` in `i - 1..=i + 1`.
                 _mm256_cvtepu8_epi16(unsafe { _mm_loadu_si128(src.as_ptr().add(at).cast()) })
@@ -224,9 +253,8 @@ mod avx2 {
             let o = dst[2 * i..2 * i + 32].as_mut_ptr();
             // SAFETY: `o` points at 32 writable bytes (the slice above).
             unsafe { _mm256_storeu_si256(o.cast(), pairs) };
-            i += 16;
-        }
-        i
+        });
+        end
     }
 
     /// `INTER_AREA`'s horizontal pass for the first `npairs` pairs of output
@@ -438,5 +466,31 @@ mod avx2 {
         for (r, row) in bytes.chunks_exact(8).enumerate() {
             out[r * stride..r * stride + 8].copy_from_slice(row);
         }
+    }
+
+    /// OpenCV's `saturate_cast<uchar>(float)` over a row: round half to
+    /// even (`cvtps2dq` in the default rounding mode) and saturate (the
+    /// clamp to `0..=255` first keeps huge values and NaN where the portable
+    /// `sat_u8` puts them: 255, and 0 for NaN, as `maxps` returns its second
+    /// operand for NaN). Converts whole groups of 8 and returns how many
+    /// values it converted.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn sat_u8_row_avx2(src: &[f32], out: &mut [u8]) -> usize {
+        let n = src.len().min(out.len()) / 8 * 8;
+        let (lo, hi) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0));
+        let order = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+        for (s, o) in src[..n].chunks_exact(8).zip(out[..n].chunks_exact_mut(8)) {
+            // SAFETY: `s` is 8 floats.
+            let v = unsafe { _mm256_loadu_ps(s.as_ptr()) };
+            let v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+            let w = _mm256_packs_epi32(_mm256_cvtps_epi32(v), _mm256_setzero_si256());
+            let b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), order);
+            // SAFETY: `o` is 8 writable bytes.
+            unsafe { _mm_storel_epi64(o.as_mut_ptr().cast(), _mm256_castsi256_si128(b)) };
+        }
+        n
     }
 }

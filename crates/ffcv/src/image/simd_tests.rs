@@ -4,7 +4,7 @@
 //! portable path where it has a reference.
 
 use super::CropBox;
-use super::resize::{AreaResizer, hsum_area, scale_add};
+use super::resize::{AreaResizer, hsum_area, sat_u8_row, scale_add};
 use super::simd::Isa;
 use super::turbo::{Outcome, TurboDecoder, h2v1_fancy, h2v2_fancy, idct_ifast, ycc_to_rgb_row};
 use base64::Engine;
@@ -155,6 +155,32 @@ fn area_passes_avx2_equal_portable() {
             scale_add(fast, &mut y, &b, beta, add);
             assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()));
         }
+    }
+    // Rounding to bytes: ties, both sides of every bound, huge values, NaN.
+    let mut special = vec![
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        1e30,
+        -1e30,
+        -0.0,
+        0.0,
+    ];
+    special.extend((-8..=520).map(|k| k as f32 * 0.5));
+    special.extend([
+        -0.49999997,
+        0.49999997,
+        254.49998,
+        254.50002,
+        255.49998,
+        255.5,
+    ]);
+    special.extend((0..3000).map(|_| rng.below(1 << 24) as f32 / 61_000.0 - 10.0));
+    for n in [0, 1, 7, 8, 9, 15, 16, 17, special.len()] {
+        let (mut a, mut b) = (vec![1u8; n], vec![2u8; n]);
+        sat_u8_row(Isa::Scalar, &special[..n], &mut a);
+        sat_u8_row(fast, &special[..n], &mut b);
+        assert_eq!(a, b, "{n} values");
     }
     // Horizontal sums over random tap tables of every width.
     for ntap in 1..=8usize {

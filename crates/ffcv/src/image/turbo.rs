@@ -468,6 +468,8 @@ impl TurboDecoder {
         let mut adobe_transform: Option<u8> = None;
         let mut jfif = false;
         let mut scanned = false;
+        // Components some scan has covered (bit k = component k).
+        let mut covered = 0u8;
         loop {
             // Find the next marker, skipping fill bytes (and stray data after a scan).
             while pos < len && jpeg[pos] != 0xFF {
@@ -667,6 +669,15 @@ impl TurboDecoder {
                     )?;
                     pos = end;
                     scanned = true;
+                    for &(k, _, _) in &scan[..ns] {
+                        covered |= 1 << k;
+                    }
+                    // A region decode stopped inside the scan; once every
+                    // component has been read, what follows (the rest of
+                    // the scan, EOI) is not needed, so it is not searched.
+                    if crop.is_some() && covered.count_ones() as usize == ncomp {
+                        break;
+                    }
                 }
                 _ => {}
             }
