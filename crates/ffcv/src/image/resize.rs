@@ -15,7 +15,7 @@
 //!   fixed point of OpenCV's `INTER_LINEAR` (with the 16-bit rounding of
 //!   OpenCV's vector code in the vertical pass).
 
-use super::simd::{self, Isa};
+use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
 const CN: usize = 3;
@@ -111,7 +111,7 @@ pub(super) fn sat_u8_row(isa: Isa, src: &[f32], out: &mut [u8]) {
         Isa::Scalar => 0,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::sat_u8_row_avx2(src, out) },
+        Isa::Avx2 => unsafe { super::simd::sat_u8_row_avx2(src, out) },
     };
     for (o, &x) in out[done..].iter_mut().zip(&src[done..]) {
         *o = sat_u8(x);
@@ -197,15 +197,16 @@ impl AreaResizer {
         }
     }
 
-    /// A resizer whose kernels run with `isa` (tests compare the paths).
-    #[cfg(test)]
+    /// A resizer whose kernels run with `isa` (tests compare the paths);
+    /// `Isa::Avx2` only where [`Isa::detect`] finds AVX2.
+    #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn with_isa(isa: Isa) -> Self {
         Self { isa, ..Self::new() }
     }
 
     /// The leading output pixel pairs the AVX2 horizontal pass handles
     /// for the current tables.
-    #[cfg(test)]
+    #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn simd_pairs(&self) -> usize {
         self.xpairs
     }
@@ -485,6 +486,8 @@ impl View<'_> {
 /// the pixel's taps in table order, starting from 0 as OpenCV's buffer does.
 /// The common tap counts get their own copy with the count fixed. With
 /// AVX2 the first `npairs` pairs of pixels go through the vector kernel.
+// `npairs` is only read by the AVX2 arm.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub(super) fn hsum_area(
     isa: Isa,
     s: &[u8],
@@ -500,12 +503,12 @@ pub(super) fn hsum_area(
             // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
             unsafe {
                 match ntap {
-                    1 => simd::hsum_area_avx2::<1>(s, taps, npairs, buf),
-                    2 => simd::hsum_area_avx2::<2>(s, taps, npairs, buf),
-                    3 => simd::hsum_area_avx2::<3>(s, taps, npairs, buf),
-                    4 => simd::hsum_area_avx2::<4>(s, taps, npairs, buf),
-                    5 => simd::hsum_area_avx2::<5>(s, taps, npairs, buf),
-                    6 => simd::hsum_area_avx2::<6>(s, taps, npairs, buf),
+                    1 => super::simd::hsum_area_avx2::<1>(s, taps, npairs, buf),
+                    2 => super::simd::hsum_area_avx2::<2>(s, taps, npairs, buf),
+                    3 => super::simd::hsum_area_avx2::<3>(s, taps, npairs, buf),
+                    4 => super::simd::hsum_area_avx2::<4>(s, taps, npairs, buf),
+                    5 => super::simd::hsum_area_avx2::<5>(s, taps, npairs, buf),
+                    6 => super::simd::hsum_area_avx2::<6>(s, taps, npairs, buf),
                     _ => return hsum_area_scalar(s, taps, ntap, buf),
                 }
             }
@@ -526,7 +529,7 @@ pub(super) fn scale_add(isa: Isa, sum: &mut [f32], b: &[f32], beta: f32, add: bo
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::scale_add_avx2(sum, b, beta, add) },
+        Isa::Avx2 => unsafe { super::simd::scale_add_avx2(sum, b, beta, add) },
     }
 }
 

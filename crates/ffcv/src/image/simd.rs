@@ -1,17 +1,21 @@
 //! Which instruction set the image kernels run with, chosen once per
 //! decoder or resizer at run time.
 //!
-//! Every kernel has a portable version; on x86_64 with AVX2 (and BMI2) the
-//! hot ones also run as copies compiled for those instructions, or as
-//! explicit AVX2 code, with results identical to the portable code (the
-//! tests compare the two on random inputs).
+//! Every kernel has a portable version; on x86_64 CPUs with AVX2 the hot
+//! ones (the IDCT, fancy upsampling, YCbCr to RGB, the `INTER_AREA` passes)
+//! run as the explicit AVX2 code below instead, with results identical to
+//! the portable code: the same integer results, or the same `f32`
+//! operations in the same order (`simd_tests` compares the two on random
+//! and exhaustive inputs, and both with the libjpeg-turbo and OpenCV
+//! references). Other targets, and x86_64 CPUs without AVX2, use the
+//! portable code.
 
 /// The instruction set a kernel runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
     /// Portable Rust, whatever the target.
     Scalar,
-    /// x86_64 with AVX2 and BMI2, detected at run time.
+    /// x86_64 with AVX2, detected at run time.
     #[cfg(target_arch = "x86_64")]
     Avx2,
 }
@@ -21,9 +25,7 @@ impl Isa {
     pub(crate) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("bmi2")
-            {
+            if std::arch::is_x86_feature_detected!("avx2") {
                 return Isa::Avx2;
             }
         }

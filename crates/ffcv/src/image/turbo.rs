@@ -10,7 +10,7 @@
 //! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
 //! caller can use a general decoder instead.
 
-use super::simd::{self, Isa};
+use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
 /// What [`TurboDecoder::decode_into`] did.
@@ -121,7 +121,7 @@ pub(super) fn idct_ifast(isa: Isa, coef: &[i16; 64], q: &[i32; 64], out: &mut [u
         Isa::Scalar => idct_ifast_body(coef, q, out, stride),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::idct_ifast_avx2(coef, q, out, stride) },
+        Isa::Avx2 => unsafe { super::simd::idct_ifast_avx2(coef, q, out, stride) },
     }
 }
 
@@ -422,8 +422,9 @@ fn corrupt(len: usize, message: &str) -> ImageError {
 }
 
 impl TurboDecoder {
-    /// A decoder whose kernels run with `isa` (tests compare the paths).
-    #[cfg(test)]
+    /// A decoder whose kernels run with `isa` (tests compare the paths);
+    /// `Isa::Avx2` only where [`Isa::detect`] finds AVX2.
+    #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn with_isa(isa: Isa) -> Self {
         Self {
             isa,
@@ -942,7 +943,7 @@ pub(super) fn ycc_to_rgb_row(isa: Isa, y: &[u8], cb: &[u8], cr: &[u8], out: &mut
         Isa::Scalar => 0,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::ycc_to_rgb_row_avx2(y, cb, cr, out) },
+        Isa::Avx2 => unsafe { super::simd::ycc_to_rgb_row_avx2(y, cb, cr, out) },
     };
     let (y, cb, cr) = (&y[done..], &cb[done..], &cr[done..]);
     for (((px, &yy), &cb), &cr) in out[3 * done..].chunks_exact_mut(3).zip(y).zip(cb).zip(cr) {
@@ -1042,7 +1043,7 @@ pub(super) fn h2v1_fancy(isa: Isa, src: &[u8], (s0, s1): (usize, usize), dst: &m
         Isa::Scalar => inner.0,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::h2v1_fancy_avx2(src, inner, dst) },
+        Isa::Avx2 => unsafe { super::simd::h2v1_fancy_avx2(src, inner, dst) },
     };
     let out = &mut dst[2 * start..2 * inner.1];
     let win = &src[start - 1..inner.1 + 1];
@@ -1081,7 +1082,7 @@ pub(super) fn h2v2_fancy(
         Isa::Scalar => inner.0,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { simd::h2v2_fancy_avx2(this, near, inner, dst) },
+        Isa::Avx2 => unsafe { super::simd::h2v2_fancy_avx2(this, near, inner, dst) },
     };
     let out = &mut dst[2 * start..2 * inner.1];
     let t = &this[start - 1..inner.1 + 1];
