@@ -76,6 +76,8 @@ pub struct AreaResizer {
     /// Leading pairs of output pixels whose taps all have 4 bytes to read
     /// in a source row (the AVX2 horizontal pass reads RGB plus one).
     xpairs: usize,
+    /// `xtaps`' weights for the AVX2 pass ([`pair_weights`]).
+    xweights8: Vec<[f32; 8]>,
     /// The horizontal sums of one source row, plus 2 floats of slack for
     /// the AVX2 pass's 8-lane stores.
     fbuf: Vec<f32>,
@@ -189,6 +191,7 @@ impl AreaResizer {
             xtaps: Vec::new(),
             xtap: 0,
             xpairs: 0,
+            xweights8: Vec::new(),
             fbuf: Vec::new(),
             fsum: Vec::new(),
             irow0: Vec::new(),
@@ -261,6 +264,7 @@ impl AreaResizer {
                 .chunks_exact(2 * self.xtap)
                 .take_while(|t| t.iter().all(|&(off, _)| off as usize + 4 <= row_bytes))
                 .count();
+            pair_weights(&self.xtaps, self.xtap, &mut self.xweights8);
             self.fbuf.clear();
             self.fbuf.resize(dwu * CN + 2, 0.0);
             self.fsum.clear();
@@ -419,6 +423,7 @@ impl AreaResizer {
             xtaps,
             xtap,
             xpairs,
+            xweights8,
             ygroups,
             yweights,
             fbuf,
@@ -435,7 +440,7 @@ impl AreaResizer {
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
                 if cached != Some(sy) {
-                    hsum_area(isa, src.row(sy), xtaps, *xtap, *xpairs, fbuf);
+                    hsum_area(isa, src.row(sy), xtaps, xweights8, *xtap, *xpairs, fbuf);
                     cached = Some(sy);
                 }
                 scale_add(isa, fsum, fbuf, beta, k > 0);
@@ -488,10 +493,12 @@ impl View<'_> {
 /// AVX2 the first `npairs` pairs of pixels go through the vector kernel.
 // `npairs` is only read by the AVX2 arm.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn hsum_area(
     isa: Isa,
     s: &[u8],
     taps: &[(u32, f32)],
+    weights: &[[f32; 8]],
     ntap: usize,
     npairs: usize,
     buf: &mut [f32],
@@ -503,12 +510,12 @@ pub(super) fn hsum_area(
             // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
             unsafe {
                 match ntap {
-                    1 => super::simd::hsum_area_avx2::<1>(s, taps, npairs, buf),
-                    2 => super::simd::hsum_area_avx2::<2>(s, taps, npairs, buf),
-                    3 => super::simd::hsum_area_avx2::<3>(s, taps, npairs, buf),
-                    4 => super::simd::hsum_area_avx2::<4>(s, taps, npairs, buf),
-                    5 => super::simd::hsum_area_avx2::<5>(s, taps, npairs, buf),
-                    6 => super::simd::hsum_area_avx2::<6>(s, taps, npairs, buf),
+                    1 => super::simd::hsum_area_avx2::<1>(s, taps, weights, npairs, buf),
+                    2 => super::simd::hsum_area_avx2::<2>(s, taps, weights, npairs, buf),
+                    3 => super::simd::hsum_area_avx2::<3>(s, taps, weights, npairs, buf),
+                    4 => super::simd::hsum_area_avx2::<4>(s, taps, weights, npairs, buf),
+                    5 => super::simd::hsum_area_avx2::<5>(s, taps, weights, npairs, buf),
+                    6 => super::simd::hsum_area_avx2::<6>(s, taps, weights, npairs, buf),
                     _ => return hsum_area_scalar(s, taps, ntap, buf),
                 }
             }
@@ -530,6 +537,24 @@ pub(super) fn scale_add(isa: Isa, sum: &mut [f32], b: &[f32], beta: f32, add: bo
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
         Isa::Avx2 => unsafe { super::simd::scale_add_avx2(sum, b, beta, add) },
+    }
+}
+
+/// The AVX2 horizontal pass's weight vectors: for each pair of output
+/// pixels (`ntap` taps each in `taps`) and each tap, the first pixel's
+/// weight in lanes 0-3 and the second's in lanes 4-7. Built once per table.
+pub(super) fn pair_weights(taps: &[(u32, f32)], ntap: usize, out: &mut Vec<[f32; 8]>) {
+    out.clear();
+    if ntap == 0 {
+        return;
+    }
+    for pair in taps.chunks_exact(2 * ntap) {
+        let (a, b) = pair.split_at(ntap);
+        out.extend(
+            a.iter()
+                .zip(b)
+                .map(|(&(_, wa), &(_, wb))| [wa, wa, wa, wa, wb, wb, wb, wb]),
+        );
     }
 }
 

@@ -266,7 +266,11 @@ mod avx2 {
     /// one unused lane each); the products and sums are the same `f32`
     /// operations in the same order, so the same roundings.
     ///
-    /// Needs `taps.len() >= 2 * npairs * N`, every tap offset of those
+    /// `weights` holds, per pair and tap, the two pixels' weights spread
+    /// over their four lanes each (`resize::pair_weights`).
+    ///
+    /// Needs `taps.len() >= 2 * npairs * N`, `weights.len() >= npairs * N`,
+    /// every tap offset of those
     /// pixels plus 4 within `s` (4 bytes are read per pixel), and
     /// `buf.len() >= 6 * npairs + 2` (each store writes 8 lanes; the last two
     /// are overwritten by the next pair or are slack). Out-of-range indexes
@@ -278,6 +282,7 @@ mod avx2 {
     pub(crate) unsafe fn hsum_area_avx2<const N: usize>(
         s: &[u8],
         taps: &[(u32, f32)],
+        weights: &[[f32; 8]],
         npairs: usize,
         buf: &mut [f32],
     ) {
@@ -288,12 +293,16 @@ mod avx2 {
             b.copy_from_slice(&s[o..o + 4]);
             _mm_cvtsi32_si128(i32::from_le_bytes(b))
         };
-        for (p, t) in taps[..2 * npairs * N].chunks_exact(2 * N).enumerate() {
+        let pairs = taps[..2 * npairs * N]
+            .chunks_exact(2 * N)
+            .zip(weights[..npairs * N].chunks_exact(N));
+        for (p, (t, w8)) in pairs.enumerate() {
             let (ta, tb) = t.split_at(N);
             let mut acc = _mm256_setzero_ps();
-            for (&(oa, wa), &(ob, wb)) in ta.iter().zip(tb) {
+            for ((&(oa, _), &(ob, _)), w) in ta.iter().zip(tb).zip(w8) {
                 let v = _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(pixel(oa), pixel(ob)));
-                let w = _mm256_setr_m128(_mm_set1_ps(wa), _mm_set1_ps(wb));
+                // SAFETY: `w` is 8 floats.
+                let w = unsafe { _mm256_loadu_ps(w.as_ptr()) };
                 acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(v), w));
             }
             let out = &mut buf[6 * p..6 * p + 8];

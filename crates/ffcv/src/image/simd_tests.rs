@@ -6,7 +6,7 @@
 //! (Compiled on x86_64 only: elsewhere there is no AVX2 path.)
 
 use super::CropBox;
-use super::resize::{AreaResizer, hsum_area, sat_u8_row, scale_add};
+use super::resize::{AreaResizer, hsum_area, pair_weights, sat_u8_row, scale_add};
 use super::simd::Isa;
 use super::turbo::{Outcome, TurboDecoder, h2v1_fancy, h2v2_fancy, idct_ifast, ycc_to_rgb_row};
 use base64::Engine;
@@ -194,9 +194,11 @@ fn area_passes_avx2_equal_portable() {
                     (off, rng.below(1 << 16) as f32 / 65_537.0)
                 })
                 .collect();
+            let mut weights = Vec::new();
+            pair_weights(&taps, ntap, &mut weights);
             let (mut a, mut b) = (vec![0f32; 3 * npix + 2], vec![0f32; 3 * npix + 2]);
-            hsum_area(Isa::Scalar, &row, &taps, ntap, npix / 2, &mut a);
-            hsum_area(fast, &row, &taps, ntap, npix / 2, &mut b);
+            hsum_area(Isa::Scalar, &row, &taps, &weights, ntap, npix / 2, &mut a);
+            hsum_area(fast, &row, &taps, &weights, ntap, npix / 2, &mut b);
             assert!(
                 a[..3 * npix]
                     .iter()
