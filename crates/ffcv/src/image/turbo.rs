@@ -157,7 +157,9 @@ struct Huffman {
     fast: [(u8, u8); FAST_SIZE],
     /// For AC tables: every prefix that holds a whole non-zero
     /// coefficient (its run/size code and its `size` value bits) as
-    /// `(extended value, zero run, bits used)`; 0 bits = use `fast`.
+    /// `(extended value, zero run, bits used)`; 0 bits = use `fast`. For
+    /// DC tables: every prefix that holds a whole difference (its size
+    /// code and value bits) as `(difference, 0, bits used)`.
     fast_ac: [(i16, u8, u8); FAST_SIZE],
     /// The DHT counts and symbols the tables hold (`built_len` bytes).
     built_from: [u8; 16 + 256],
@@ -185,8 +187,14 @@ impl Default for Huffman {
 impl Huffman {
     /// Builds the table from a DHT segment's 16 code-length counts and its
     /// symbols (`symbols.len()` is the sum of the counts, at most 256).
-    fn set(&mut self, counts: &[u8; 16], symbols: &[u8]) -> std::result::Result<(), &'static str> {
+    fn set(
+        &mut self,
+        counts: &[u8; 16],
+        symbols: &[u8],
+        dc: bool,
+    ) -> std::result::Result<(), &'static str> {
         let n = 16 + symbols.len();
+        // A slot holds one class, so equal content means equal tables.
         if self.built_len == n
             && self.built_from[..16] == counts[..]
             && self.built_from[16..n] == *symbols
@@ -223,9 +231,14 @@ impl Huffman {
         self.maxcode[17] = i32::MAX;
         for (prefix, slot) in self.fast_ac.iter_mut().enumerate() {
             let (len, rs) = self.fast[prefix];
-            let (run, size) = (rs >> 4, u32::from(rs & 15));
+            let (run, size) = if dc {
+                // A DC symbol is the difference's size alone (0 included).
+                (0, u32::from(rs))
+            } else {
+                (rs >> 4, u32::from(rs & 15))
+            };
             let used = u32::from(len) + size;
-            *slot = if len > 0 && size > 0 && used <= FAST_BITS {
+            *slot = if len > 0 && (size > 0 || dc) && used <= FAST_BITS {
                 let v = (prefix as u32 >> (FAST_BITS - used)) & ((1 << size) - 1);
                 (extend(v, size) as i16, run, used as u8)
             } else {
@@ -331,6 +344,11 @@ impl<'a> Bits<'a> {
         v
     }
 
+    /// The next [`FAST_BITS`] bits as a lookup-table index.
+    fn peek_fast(&mut self) -> usize {
+        (self.peek(16) >> (16 - FAST_BITS)) as usize
+    }
+
     fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
         let p = self.peek(16);
         let (len, sym) = h.fast[(p >> (16 - FAST_BITS)) as usize];
@@ -375,6 +393,49 @@ impl<'a> Bits<'a> {
             _ => Err("missing restart marker"),
         }
     }
+}
+
+/// Decodes one block's AC coefficients (zig-zag positions 1..64) into
+/// `coef` (natural order; the caller zeroed it) when `STORE`, or only steps
+/// over them; returns whether any was non-zero.
+#[inline(always)]
+fn decode_ac<const STORE: bool>(
+    bits: &mut Bits<'_>,
+    act: &Huffman,
+    coef: &mut [i16; 64],
+) -> std::result::Result<bool, &'static str> {
+    let mut z = 1usize;
+    let mut any_ac = false;
+    while z < 64 {
+        let (value, run, used) = act.fast_ac[bits.peek_fast()];
+        if used > 0 {
+            // Run, size and value bits in one lookup.
+            bits.consume(u32::from(used));
+            z += usize::from(run);
+            if STORE {
+                any_ac = true;
+                coef[NATURAL_ORDER[z]] = value;
+            }
+            z += 1;
+            continue;
+        }
+        let rs = bits.decode(act)?;
+        let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+        if s != 0 {
+            z += r;
+            let v = extend(bits.bits(s), s) as i16;
+            if STORE {
+                any_ac = true;
+                coef[NATURAL_ORDER[z]] = v;
+            }
+        } else if r != 15 {
+            break;
+        } else {
+            z += 15;
+        }
+        z += 1;
+    }
+    Ok(any_ac)
 }
 
 fn extend(v: u32, s: u32) -> i32 {
@@ -593,7 +654,9 @@ impl TurboDecoder {
                         } else {
                             &mut self.ac[id]
                         };
-                        table.set(&counts, &s[17..17 + total]).map_err(err)?;
+                        table
+                            .set(&counts, &s[17..17 + total], class == 0)
+                            .map_err(err)?;
                         s = &s[17 + total..];
                     }
                 }
@@ -760,46 +823,33 @@ impl TurboDecoder {
                 let c = &comps[k];
                 for by in 0..bv {
                     for bx in 0..bh {
-                        coef.fill(0);
-                        let t = u32::from(bits.decode(dct).map_err(err)?);
-                        if t > 16 {
-                            return Err(err("bad DC coefficient size"));
-                        }
-                        pred[si] = pred[si].wrapping_add(extend(bits.bits(t), t));
-                        // libjpeg stores coefficients as 16-bit JCOEF.
-                        coef[0] = pred[si] as i16;
-                        let mut z = 1usize;
-                        let mut any_ac = false;
-                        while z < 64 {
-                            let (value, run, used) =
-                                act.fast_ac[(bits.peek(16) >> (16 - FAST_BITS)) as usize];
-                            if used > 0 {
-                                // Run, size and value bits in one lookup.
-                                bits.consume(u32::from(used));
-                                z += usize::from(run);
-                                any_ac = true;
-                                coef[NATURAL_ORDER[z]] = value;
-                                z += 1;
-                                continue;
-                            }
-                            let rs = bits.decode(act).map_err(err)?;
-                            let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
-                            if s != 0 {
-                                z += r;
-                                any_ac = true;
-                                coef[NATURAL_ORDER[z]] = extend(bits.bits(s), s) as i16;
-                            } else if r != 15 {
-                                break;
-                            } else {
-                                z += 15;
-                            }
-                            z += 1;
-                        }
                         let x0 = (mx * bh + bx) * 8;
                         let y0 = (my * bv + by) * 8;
                         let needed =
                             x0 < cols.1 && x0 + 8 > cols.0 && y0 < rows.1 && y0 + 8 > rows.0;
-                        if needed && x0 + 8 <= c.pw && y0 + 8 <= c.ph {
+                        let (v, _, used) = dct.fast_ac[bits.peek_fast()];
+                        let diff = if used > 0 {
+                            bits.consume(u32::from(used));
+                            i32::from(v)
+                        } else {
+                            let t = u32::from(bits.decode(dct).map_err(err)?);
+                            if t > 16 {
+                                return Err(err("bad DC coefficient size"));
+                            }
+                            extend(bits.bits(t), t)
+                        };
+                        pred[si] = pred[si].wrapping_add(diff);
+                        if !needed {
+                            // Only the bit position and the DC prediction
+                            // matter for a block the region does not use.
+                            decode_ac::<false>(&mut bits, act, &mut coef).map_err(err)?;
+                            continue;
+                        }
+                        coef.fill(0);
+                        // libjpeg stores coefficients as 16-bit JCOEF.
+                        coef[0] = pred[si] as i16;
+                        let any_ac = decode_ac::<true>(&mut bits, act, &mut coef).map_err(err)?;
+                        if x0 + 8 <= c.pw && y0 + 8 <= c.ph {
                             let plane = &mut self.planes[k][y0 * c.pw + x0..];
                             let q = &qt[c.tq];
                             if any_ac {
