@@ -4,6 +4,7 @@
 //! naming the file and what is wrong), 2 on a usage error (clap's message).
 
 mod byte_size;
+mod cache_args;
 mod commands;
 mod error;
 

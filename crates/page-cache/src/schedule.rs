@@ -259,6 +259,38 @@ mod tests {
             .unwrap_or(0)
     }
 
+    /// A small deterministic pseudo-random generator (xorshift): `next(m)` is in `0..m`.
+    fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        }
+    }
+
+    /// `nb` batches of up to four pages each, drawn from `0..np`.
+    fn random_batches(next: &mut impl FnMut(u64) -> u64, nb: usize, np: u64) -> Vec<Vec<u64>> {
+        (0..nb)
+            .map(|_| (0..next(5)).map(|_| next(np)).collect())
+            .collect()
+    }
+
+    /// Two pages sharing a slot never have overlapping lifetimes.
+    fn assert_slots_never_overlap(s: &PageSchedule) {
+        for a in &s.pages {
+            for c in &s.pages {
+                if a.page != c.page && a.slot == c.slot {
+                    assert!(
+                        a.last < c.prefetch_at || c.last < a.prefetch_at,
+                        "{a:?} {c:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn sequential_pages_reuse_two_slots_without_prefetch() {
         let batches = vec![vec![1], vec![1, 2], vec![2], vec![3], vec![4]];
@@ -299,34 +331,15 @@ mod tests {
 
     #[test]
     fn slot_count_equals_most_pages_alive_and_slots_never_overlap() {
-        // A small deterministic pseudo-random schedule generator (xorshift), many cases.
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for _ in 0..300 {
             let nb = 1 + next(12) as usize;
             let np = 1 + next(20);
             let ahead = next(5) as usize;
-            let batches: Vec<Vec<u64>> = (0..nb)
-                .map(|_| (0..next(5)).map(|_| next(np)).collect())
-                .collect();
+            let batches = random_batches(&mut next, nb, np);
             let s = PageSchedule::compute(&batches, ahead);
             assert_eq!(s.num_slots, max_alive(&s), "{batches:?} ahead {ahead}");
-            // Two pages sharing a slot never have overlapping lifetimes.
-            for a in &s.pages {
-                for c in &s.pages {
-                    if a.page != c.page && a.slot == c.slot {
-                        assert!(
-                            a.last < c.prefetch_at || c.last < a.prefetch_at,
-                            "{a:?} {c:?}"
-                        );
-                    }
-                }
-            }
+            assert_slots_never_overlap(&s);
             // Every needed page is scheduled, entering at its first batch.
             for (b, pages) in batches.iter().enumerate() {
                 for p in pages {
@@ -380,24 +393,13 @@ mod tests {
 
     #[test]
     fn held_slots_are_kept_when_free_and_the_assignment_stays_valid() {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
         for _ in 0..300 {
             let nb = 1 + next(12) as usize;
             let np = 1 + next(20);
             let ahead = next(5) as usize;
-            let mk = |next: &mut dyn FnMut(u64) -> u64| -> Vec<Vec<u64>> {
-                (0..nb)
-                    .map(|_| (0..next(5)).map(|_| next(np)).collect())
-                    .collect()
-            };
-            let first = PageSchedule::compute(&mk(&mut next), ahead);
-            let batches = mk(&mut next);
+            let first = PageSchedule::compute(&random_batches(&mut next, nb, np), ahead);
+            let batches = random_batches(&mut next, nb, np);
             let mut s = PageSchedule::compute(&batches, ahead);
             let before = s.clone();
             // What the slots hold after `first`: each slot's last page.
@@ -427,16 +429,7 @@ mod tests {
                     assert_eq!(Some(p.slot), held(p.page));
                 }
             }
-            for a in &s.pages {
-                for c in &s.pages {
-                    if a.page != c.page && a.slot == c.slot {
-                        assert!(
-                            a.last < c.prefetch_at || c.last < a.prefetch_at,
-                            "{a:?} {c:?}"
-                        );
-                    }
-                }
-            }
+            assert_slots_never_overlap(&s);
             // When the epoch's pages all fit in its slots, every held page is kept.
             if s.pages.len() <= s.num_slots {
                 for (i, p) in s.pages.iter().enumerate() {
@@ -444,8 +437,8 @@ mod tests {
                     assert_eq!(kept[i], fits, "{p:?}");
                 }
             }
-            // The same epoch again keeps at least its slots' last pages that nothing
-            // needs before them (here: all of them, when every page has its own slot).
+            // The same epoch again: when every page had a slot of its own, the slots
+            // end holding all of them, and all are kept.
             let mut again = s.clone();
             let held_after_s = last_in_slot(&s);
             let kept_again = again.keep_held_slots(|p| held_after_s.get(&p).copied());

@@ -24,7 +24,7 @@ use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
 use serde_json::json;
 
 use super::order::OrderChoice;
-use crate::byte_size::parse_byte_size;
+use crate::cache_args::CacheArgs;
 use crate::error::CliError;
 
 /// A `FIELD=SPEC` pair of `--decoder`.
@@ -84,31 +84,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_compile: bool,
 
-    /// Process cache: most memory for page slots (e.g. 16MiB).
-    #[arg(long, value_parser = parse_byte_size)]
-    pub max_memory: Option<u64>,
-
-    /// Process cache: page-reader threads.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub reader_threads: Option<u64>,
-
-    /// Process cache: batches ahead at which pages are fetched.
-    #[arg(long)]
-    pub prefetch_ahead: Option<u64>,
-
-    /// Process cache: read pages with O_DIRECT.
-    #[arg(long)]
-    pub direct_io: bool,
-
-    /// Process cache: read every page again each epoch, as FFCV does, instead of keeping
-    /// pages still held in their slots from the epoch before.
-    #[arg(long)]
-    pub no_retain_pages: bool,
-
-    /// Process cache: a slot for every page an epoch reads (slot memory for the whole
-    /// dataset), so epochs after the first read nothing.
-    #[arg(long)]
-    pub hold_all_pages: bool,
+    /// Process-cache knobs.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 
     /// Number of ranks of a distributed job (with --rank).
     #[arg(long, requires = "rank", value_parser = clap::value_parser!(u64).range(1..))]
@@ -299,24 +277,13 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
         .batches_ahead(args.batches_ahead as usize)
         .drop_last(!args.no_drop_last)
         .recompile(args.recompile)
-        .compile(!args.no_compile)
-        .direct_io(args.direct_io)
-        .retain_pages(!args.no_retain_pages)
-        .hold_all_pages(args.hold_all_pages);
+        .compile(!args.no_compile);
+    b = args.cache.apply(b);
     if args.device != ffcv::gpu::DeviceSpec::Cpu {
         b = b.device(args.device);
     }
     if let Some(seed) = args.seed {
         b = b.seed(seed);
-    }
-    if let Some(m) = args.max_memory {
-        b = b.max_memory(m);
-    }
-    if let Some(t) = args.reader_threads {
-        b = b.reader_threads(t as usize);
-    }
-    if let Some(p) = args.prefetch_ahead {
-        b = b.prefetch_ahead(p as usize);
     }
     if let (Some(w), Some(r)) = (args.world_size, args.rank) {
         b = b.distributed(true).world_size(w as usize).rank(r as usize);

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use self::diagnose::{Candidates, Knobs, MemoryContext, Tuning};
 use self::facts::MachineFacts;
 use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
-use crate::byte_size::parse_byte_size;
+use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
 use crate::error::CliError;
 
@@ -82,32 +82,9 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub no_compile: bool,
 
-    /// The process-cache memory budget (e.g. `512MiB`); the file is judged against it as if
-    /// it were the machine's memory.
-    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
-    pub max_memory: Option<u64>,
-
-    /// Process cache: page-reader threads (default 12).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub reader_threads: Option<u64>,
-
-    /// Process cache: batches ahead at which a page may be fetched (default 3).
-    #[arg(long)]
-    pub prefetch_ahead: Option<u64>,
-
-    /// Process cache: read pages with O_DIRECT.
-    #[arg(long)]
-    pub direct_io: bool,
-
-    /// Process cache: read every page again each epoch, as FFCV does, instead of keeping
-    /// pages still held in their slots from the epoch before.
-    #[arg(long)]
-    pub no_retain_pages: bool,
-
-    /// Process cache: a slot for every page an epoch reads (slot memory for the whole
-    /// dataset), so epochs after the first read nothing.
-    #[arg(long)]
-    pub hold_all_pages: bool,
+    /// Process-cache knobs.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 
     /// Processes in the distributed job (1 = not distributed).
     #[arg(long, default_value_t = 1)]
@@ -302,7 +279,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
     let situation = Situation {
         file_bytes: file.bytes,
         memory: machine.memory,
-        max_memory: args.max_memory,
+        max_memory: args.cache.max_memory,
         world_size: args.world_size,
         affinity_cpus: machine.affinity_cpus,
         physical_cores: machine.physical_cores,
@@ -418,18 +395,7 @@ impl Report<'_> {
         if let Some(seed) = self.recommendation.seed.or(self.args.seed) {
             let _ = write!(command, " --seed {seed}");
         }
-        if let Some(budget) = self.args.max_memory {
-            let _ = write!(command, " --max-memory {budget}");
-        }
-        if let Some(threads) = self.args.reader_threads {
-            let _ = write!(command, " --reader-threads {threads}");
-        }
-        if let Some(batches) = self.args.prefetch_ahead {
-            let _ = write!(command, " --prefetch-ahead {batches}");
-        }
-        if self.args.direct_io {
-            command.push_str(" --direct-io");
-        }
+        command.push_str(&self.args.cache.flags());
         for (flag, on) in [
             (" --no-drop-last", self.args.no_drop_last),
             (" --recompile", self.args.recompile),
@@ -462,7 +428,7 @@ impl Report<'_> {
                 "file_bytes": self.file.bytes,
                 "samples": self.file.samples,
                 "page_size": self.file.page_size,
-                "max_memory_bytes": self.args.max_memory,
+                "max_memory_bytes": self.args.cache.max_memory,
                 "machine": self.machine.to_json(),
                 "batch_size": self.args.batch_size,
                 "pipeline": self.file.pipeline,
@@ -503,7 +469,7 @@ impl Report<'_> {
             ),
             None => "not visible".to_owned(),
         };
-        let budget = self.args.max_memory.map_or_else(String::new, |b| {
+        let budget = self.args.cache.max_memory.map_or_else(String::new, |b| {
             format!("; --max-memory {}", human_bytes(b))
         });
         let _ = writeln!(t, "  memory        {memory}{budget}");
@@ -738,7 +704,7 @@ mod tests {
             "--json",
         ]);
         assert_eq!(a.batch_size, 64);
-        assert_eq!(a.max_memory, Some(16 << 20));
+        assert_eq!(a.cache.max_memory, Some(16 << 20));
         assert_eq!((a.world_size, a.rank), (4, 3));
         assert_eq!(a.decoders, ["image=center-crop:32x32"]);
         assert_eq!(a.time_budget, 5.0);

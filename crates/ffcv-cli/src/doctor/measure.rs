@@ -24,21 +24,8 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
         .drop_last(!args.no_drop_last)
         .batches_ahead(knobs.batches_ahead)
         .recompile(args.recompile)
-        .compile(!args.no_compile)
-        .retain_pages(!args.no_retain_pages)
-        .hold_all_pages(args.hold_all_pages);
-    if let Some(budget) = args.max_memory {
-        builder = builder.max_memory(budget);
-    }
-    if let Some(threads) = args.reader_threads {
-        builder = builder.reader_threads(threads as usize);
-    }
-    if let Some(batches) = args.prefetch_ahead {
-        builder = builder.prefetch_ahead(batches as usize);
-    }
-    if args.direct_io {
-        builder = builder.direct_io(true);
-    }
+        .compile(!args.no_compile);
+    builder = args.cache.apply(builder);
     if args.device != ffcv::gpu::DeviceSpec::Cpu {
         builder = builder.device(args.device);
     }

@@ -1,0 +1,123 @@
+//! The process-cache flags `ffcv bench` and `ffcv doctor` share, how they reach the
+//! loader, and how they are written back into a command line.
+
+use std::fmt::Write as _;
+
+use ffcv::LoaderBuilder;
+
+use crate::byte_size::parse_byte_size;
+
+/// Process-cache knobs on the command line (flattened into each command's arguments).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CacheArgs {
+    /// Process cache: most memory for page slots (e.g. `512MiB`); `ffcv doctor` also
+    /// judges the file against it as if it were the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub max_memory: Option<u64>,
+
+    /// Process cache: page-reader threads (default 12).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reader_threads: Option<u64>,
+
+    /// Process cache: batches ahead at which a page may be fetched (default 3).
+    #[arg(long)]
+    pub prefetch_ahead: Option<u64>,
+
+    /// Process cache: read pages with O_DIRECT.
+    #[arg(long)]
+    pub direct_io: bool,
+
+    /// Process cache: read every page again each epoch, as FFCV does, instead of keeping
+    /// pages still held in their slots from the epoch before.
+    #[arg(long)]
+    pub no_retain_pages: bool,
+
+    /// Process cache: a slot for every page an epoch reads (slot memory for the whole
+    /// dataset), so epochs after the first read nothing.
+    #[arg(long)]
+    pub hold_all_pages: bool,
+}
+
+impl CacheArgs {
+    /// The builder with these knobs set (those not given keep the loader's defaults).
+    pub fn apply(&self, mut builder: LoaderBuilder) -> LoaderBuilder {
+        builder = builder
+            .direct_io(self.direct_io)
+            .retain_pages(!self.no_retain_pages)
+            .hold_all_pages(self.hold_all_pages);
+        if let Some(bytes) = self.max_memory {
+            builder = builder.max_memory(bytes);
+        }
+        if let Some(threads) = self.reader_threads {
+            builder = builder.reader_threads(threads as usize);
+        }
+        if let Some(batches) = self.prefetch_ahead {
+            builder = builder.prefetch_ahead(batches as usize);
+        }
+        builder
+    }
+
+    /// The flags that reproduce these knobs, each with a leading space (empty when none
+    /// was given).
+    pub fn flags(&self) -> String {
+        let mut flags = String::new();
+        if let Some(bytes) = self.max_memory {
+            let _ = write!(flags, " --max-memory {bytes}");
+        }
+        if let Some(threads) = self.reader_threads {
+            let _ = write!(flags, " --reader-threads {threads}");
+        }
+        if let Some(batches) = self.prefetch_ahead {
+            let _ = write!(flags, " --prefetch-ahead {batches}");
+        }
+        for (flag, on) in [
+            (" --direct-io", self.direct_io),
+            (" --no-retain-pages", self.no_retain_pages),
+            (" --hold-all-pages", self.hold_all_pages),
+        ] {
+            if on {
+                flags.push_str(flag);
+            }
+        }
+        flags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cache: CacheArgs,
+    }
+
+    #[test]
+    fn flags_written_back_parse_to_the_same_knobs() {
+        let given = [
+            "ffcv",
+            "--max-memory",
+            "16MiB",
+            "--reader-threads",
+            "3",
+            "--prefetch-ahead",
+            "0",
+            "--direct-io",
+            "--no-retain-pages",
+            "--hold-all-pages",
+        ];
+        let cache = Cli::parse_from(given).cache;
+        assert_eq!(cache.max_memory, Some(16 << 20));
+        let flags = cache.flags();
+        assert_eq!(
+            flags,
+            " --max-memory 16777216 --reader-threads 3 --prefetch-ahead 0 --direct-io \
+             --no-retain-pages --hold-all-pages"
+        );
+        let again = Cli::parse_from(std::iter::once("ffcv").chain(flags.split_whitespace())).cache;
+        assert_eq!(format!("{again:?}"), format!("{cache:?}"));
+        assert_eq!(Cli::parse_from(["ffcv"]).cache.flags(), "");
+    }
+}
