@@ -210,27 +210,14 @@ impl ProcessCache {
 
         // The guard runs before any allocation. Memory we already hold counts towards
         // the default budget: it is reused, and MemAvailable does not include it.
-        let held = lock(&i.arena).as_ref().map_or(0, SlotArena::bytes);
+        let held_bytes = lock(&i.arena).as_ref().map_or(0, SlotArena::bytes);
         let budget = match i.max_memory {
             Some(m) => m,
-            None => crate::memory::available_memory().map_or(u64::MAX, |m| m.saturating_add(held)),
+            None => {
+                crate::memory::available_memory().map_or(u64::MAX, |m| m.saturating_add(held_bytes))
+            }
         };
-        // hold_all_pages: a slot for every page, if that fits the budget.
-        let hold_all = i.hold_all
-            && {
-                let slots = schedule.num_slots.max(schedule.pages.len());
-                let fits = (slots as u64).saturating_mul(i.page_size) <= budget;
-                if fits {
-                    schedule.num_slots = slots;
-                } else {
-                    tracing::info!(
-                        pages = schedule.pages.len(),
-                        budget,
-                        "hold_all_pages: the epoch's pages exceed the memory budget; using the ordinary schedule"
-                    );
-                }
-                fits
-            };
+        let hold_all = i.hold_all && reserve_slot_per_page(&mut schedule, i.page_size, budget);
         let needed = schedule.slot_bytes(i.page_size);
         if needed > budget {
             return Err(Error::MemoryBudget {
@@ -378,6 +365,23 @@ impl ProcessCache {
     fn path(&self) -> &Path {
         self.inner.reader.path()
     }
+}
+
+/// `hold_all_pages`: grows the schedule to a slot for each of its pages if that fits
+/// `budget`, and says whether it did (otherwise the ordinary schedule stands).
+fn reserve_slot_per_page(schedule: &mut PageSchedule, page_size: u64, budget: u64) -> bool {
+    let slots = schedule.num_slots.max(schedule.pages.len());
+    let fits = (slots as u64).saturating_mul(page_size) <= budget;
+    if fits {
+        schedule.num_slots = slots;
+    } else {
+        tracing::info!(
+            pages = schedule.pages.len(),
+            budget,
+            "hold_all_pages: the epoch's pages exceed the memory budget; using the ordinary schedule"
+        );
+    }
+    fits
 }
 
 /// The read of `page` into `slot`: only up to the end of the page's last allocation; the
