@@ -5,8 +5,8 @@
 mod image_support;
 
 use ffcv::image::{
-    AreaResizer, ImageError, JpegDecoder, RgbImage, center_crop_box, decode_jpeg_into, encode_jpeg,
-    jpeg_info,
+    AreaResizer, CropBox, ImageError, JpegDecoder, RgbImage, center_crop_box, decode_jpeg_into,
+    encode_jpeg, jpeg_info,
 };
 use image_support::{channel_diff, jpeg_samples};
 
@@ -160,4 +160,74 @@ fn truncated_and_bit_flipped_jpegs_never_panic() {
             }
         }
     }
+}
+
+/// Region decodes (what the crop decoders run, with their early stop below the crop and
+/// blocks outside it stepped over) of truncated and bit-flipped JPEGs, with crops at
+/// random places: Ok or a typed error, never a panic, and pixels inside the crop of an
+/// undamaged prefix equal to the full decode's.
+#[test]
+fn region_decodes_of_damaged_jpegs_never_panic() {
+    let samples = jpeg_samples();
+    let mut full = vec![0u8; 120 * 120 * 3];
+    let mut region = vec![0u8; 120 * 120 * 3];
+    let mut decoder = JpegDecoder::new();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m.max(1)
+    };
+    let mut compared = 0usize;
+    for s in samples.iter().take(6) {
+        let info = jpeg_info(&s.jpeg).unwrap();
+        let (h, w) = (info.height as u64, info.width as u64);
+        for round in 0..300 {
+            let i = next(h) as u32;
+            let j = next(w) as u32;
+            let crop = CropBox {
+                i,
+                j,
+                h: 1 + next(h - u64::from(i)) as u32,
+                w: 1 + next(w - u64::from(j)) as u32,
+            };
+            let mut bad = s.jpeg.clone();
+            if round % 2 == 0 {
+                bad.truncate(next(bad.len() as u64) as usize);
+            } else {
+                for _ in 0..3 {
+                    let at = next(bad.len() as u64) as usize;
+                    bad[at] ^= 1 << next(8);
+                }
+            }
+            let _ = decoder.decode_region_into(&bad, crop, &mut region);
+        }
+        // Undamaged: the crop's pixels equal the full decode's, wherever the crop is.
+        decode_jpeg_into(&s.jpeg, &mut full).unwrap();
+        for _ in 0..50 {
+            let i = next(h) as u32;
+            let j = next(w) as u32;
+            let crop = CropBox {
+                i,
+                j,
+                h: 1 + next(h - u64::from(i)) as u32,
+                w: 1 + next(w - u64::from(j)) as u32,
+            };
+            decoder
+                .decode_region_into(&s.jpeg, crop, &mut region)
+                .unwrap();
+            for y in crop.i..crop.i + crop.h {
+                let row = (y as usize * w as usize + crop.j as usize) * 3;
+                let len = crop.w as usize * 3;
+                assert_eq!(
+                    region[row..row + len],
+                    full[row..row + len],
+                    "crop {crop:?} row {y}"
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 6 * 50);
 }
