@@ -323,7 +323,6 @@ impl ProcessCache {
             cache: self.clone(),
             schedule,
             kept,
-            reused: 0,
             owner,
             pool,
             page_slot,
@@ -418,8 +417,6 @@ pub struct ProcessEpoch {
     /// Per entry of the schedule's pages: whether its slot still holds it, intact, from
     /// the previous epoch (then it is not read again).
     kept: Vec<bool>,
-    /// Pages of this epoch served from a kept slot so far.
-    reused: u64,
     /// The slots (emptied on drop, when the arena goes back to the cache).
     owner: SlotOwner,
     /// `Some` while readers run (taken first on drop, which joins them).
@@ -502,8 +499,9 @@ impl ProcessEpoch {
                     *s = sp.slot;
                 }
                 self.in_use += 1;
-                self.reused += 1;
-                inner.totals.pages_reused.fetch_add(1, Ordering::Relaxed);
+                for c in [&self.counters, &inner.totals] {
+                    c.pages_reused.fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
             }
             owner
@@ -638,7 +636,7 @@ impl ProcessEpoch {
         let c = &self.counters;
         CacheStats {
             pages_loaded: c.pages_loaded.load(Ordering::Relaxed),
-            pages_reused: self.reused,
+            pages_reused: c.pages_reused.load(Ordering::Relaxed),
             storage_bytes_read: c.storage_bytes_read.load(Ordering::Relaxed),
             page_wait: self.wait,
             slots_in_use: self.in_use,
