@@ -48,6 +48,14 @@ impl std::fmt::Debug for Order {
     }
 }
 
+impl Order {
+    /// Whether the built-in order's samples depend on the seed (Random and QuasiRandom
+    /// shuffle with it; Sequential does not; a custom order was built with its own).
+    pub fn depends_on_seed(&self) -> bool {
+        matches!(self, Order::Random | Order::QuasiRandom)
+    }
+}
+
 impl From<OrderKind> for Order {
     fn from(kind: OrderKind) -> Order {
         match kind {
@@ -195,7 +203,8 @@ impl LoaderBuilder {
         self
     }
 
-    /// The seed of random orders and augmentations (default: drawn, see [`Loader::seed`]).
+    /// The seed of random orders and augmentations (default: drawn, see [`Loader::seed`];
+    /// a distributed Random or QuasiRandom loader uses 0 so that every rank agrees).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -397,10 +406,13 @@ impl LoaderBuilder {
         };
         let seed = match self.seed {
             Some(s) => s,
-            None if distributed.is_some() && matches!(self.order, Order::Random) => {
+            None if distributed.is_some() && self.order.depends_on_seed() => {
+                // Every rank must compute the same global order, or the ranks' shares
+                // overlap and samples go missing; a seed drawn per process cannot agree.
                 tracing::warn!(
-                    "distributed Random order without a seed: using seed 0 so that every rank \
-                     draws the same permutation (set a seed to silence this)"
+                    "distributed {:?} order without a seed: using seed 0 so that every rank \
+                     computes the same order (set a seed to silence this)",
+                    self.order
                 );
                 0
             }
