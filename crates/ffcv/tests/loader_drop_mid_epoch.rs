@@ -4,6 +4,8 @@
 
 mod loader_support;
 
+use std::time::{Duration, Instant};
+
 use ffcv::{Loader, Order};
 use loader_support::write_blobs;
 
@@ -11,10 +13,32 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
+/// The process's thread count once it has settled at `expected`, or the last count seen
+/// when `SETTLE` runs out. A thread that has been joined can stay listed in
+/// `/proc/self/task` for a moment (the kernel reaps it after `join` returns), so the OS
+/// count is polled; the loader's own count (`live_threads`) is exact and asserted at once.
+fn settled_threads(expected: usize) -> usize {
+    const SETTLE: Duration = Duration::from_secs(20);
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let now = threads();
+        if now == expected || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn dropping_an_epoch_early_leaves_no_thread_running() {
+    // Known counts only: before anything starts, the harness's threads; the writer's
+    // threads are joined by `write`; each loader adds exactly its `num_workers` pool
+    // threads. So every expected count is exact and none is read while threads linger.
+    let start = threads();
     let dir = tempfile::tempdir().unwrap();
     let path = write_blobs(dir.path(), "drop", 240);
+    assert_eq!(settled_threads(start), start, "writer threads joined");
+    let mut expected = start;
     // Loaders are kept alive to the end: a dropped loader's worker pool exits on its own
     // schedule, which would disturb the thread counts below.
     let mut loaders = Vec::new();
@@ -30,7 +54,12 @@ fn dropping_an_epoch_early_leaves_no_thread_running() {
                 .seed(2)
                 .build()
                 .unwrap();
-            let baseline = threads();
+            expected += 2;
+            let baseline = settled_threads(expected);
+            assert_eq!(
+                baseline, expected,
+                "{order:?}: the pool's two workers and no more"
+            );
             for take in [0, 1, 3, 29] {
                 let mut it = loader.iter();
                 let mut held = Vec::new();
@@ -44,7 +73,7 @@ fn dropping_an_epoch_early_leaves_no_thread_running() {
                     "{order:?} os_cache={os_cache} after {take} batches"
                 );
                 assert_eq!(
-                    threads(),
+                    settled_threads(baseline),
                     baseline,
                     "{order:?} os_cache={os_cache} take={take}"
                 );
@@ -56,7 +85,7 @@ fn dropping_an_epoch_early_leaves_no_thread_running() {
             // The loader still runs full epochs afterwards.
             let n: usize = loader.iter().map(|b| b.unwrap().len()).sum();
             assert_eq!(n, 240);
-            assert_eq!(threads(), baseline);
+            assert_eq!(settled_threads(baseline), baseline);
             loaders.push(loader);
         }
     }
