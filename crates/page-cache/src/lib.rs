@@ -75,7 +75,10 @@ use beton_io::Reader;
 
 pub use advice::{Advice, evict_from_os_cache, os_cached_bytes};
 pub use error::{Error, Result};
-pub use memory::available_memory;
+pub use memory::{
+    CgroupMemory, CgroupVersion, MemoryBound, MemoryFacts, available_memory, cgroup_memory,
+    memory_facts,
+};
 pub use os::{OsCache, OsEpoch};
 pub use process::{ProcessCache, ProcessEpoch};
 pub use schedule::{PageSchedule, ScheduledPage};
