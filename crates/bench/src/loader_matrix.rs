@@ -2,20 +2,27 @@
 //! (one warm-up epoch, then [`EPOCHS`] timed epochs, median reported).
 //!
 //! The matrix on the CIFAR-like data set: OS cache on/off × Sequential/Random/QuasiRandom ×
-//! 1 worker and every CPU × compiled/interpreted pipelines, plus `batches_ahead` 1 beside
-//! the default 3; on the 128 KiB data set: both caches with Random on every CPU. The
-//! consumer only drops each batch (as `ffcv bench` without `--touch`), so a row measures the
-//! loader alone. The `tracing-overhead` row bounds the cost of the loader's instrumentation
-//! with no subscriber installed against the run-to-run noise.
+//! 1 worker and every CPU with the default decoders (`copy`: every field is copy-only, so the
+//! loader fills it batch-wide and no pipeline code runs, compiled or not), plus
+//! `batches_ahead` 1 beside the default 3. The compiler is compared on the CIFAR training
+//! chain (`cifar-train`: flip, normalize to f32, CHW), which the executor really runs: each
+//! compiled row is measured together with its interpreted twin, their epochs alternating,
+//! and carries their ratio. On the 128 KiB data set: both caches with Random on every CPU.
+//! The consumer only drops each batch (as `ffcv bench` without `--touch`), so a row measures
+//! the loader alone. The `tracing-overhead` row bounds the cost of the loader's
+//! instrumentation with no subscriber installed against the run-to-run noise.
 
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, RgbImage, from_fn};
+use ffcv::decode::NdArrayDecoder;
 use ffcv::image::{SyntheticImageSpec, synthetic_jpeg};
+use ffcv::jit::DType;
+use ffcv::transforms;
 
-use ffcv::{Loader, Order};
+use ffcv::{Loader, LoaderBuilder, LoaderStats, Order, PipelineSpec};
 use serde_json::json;
 
 use crate::datasets::Dataset;
@@ -24,6 +31,17 @@ use crate::timing::Timing;
 
 /// Timed epochs per row (after one warm-up epoch).
 pub const EPOCHS: usize = 5;
+
+/// Samples of the `cifar-train` rows: the first 20 batches of 512 of the data set. The
+/// interpreted chain runs at a fraction of the compiled one's rate, so a whole
+/// 50,000-sample epoch per round would make the pairs dominate the `--small` run.
+/// (All of a smaller data set.)
+pub const CIFAR_TRAIN_SAMPLES: u64 = 20 * 512;
+
+/// CIFAR-10's per-channel means on the 0..255 scale (FFCV's CIFAR example's values).
+pub const CIFAR_MEAN: [f64; 3] = [125.307, 122.961, 113.8575];
+/// CIFAR-10's per-channel standard deviations on the 0..255 scale.
+pub const CIFAR_STD: [f64; 3] = [51.5865, 50.847, 51.255];
 
 /// One configuration of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +52,8 @@ pub struct Config {
     pub order: OrderName,
     /// `None` = every CPU (`num_workers = -1`).
     pub workers: Option<usize>,
-    /// Compiled (`true`) or interpreted pipelines.
-    pub compile: bool,
+    /// What the loader runs on each sample.
+    pub pipeline: PipelineName,
     /// Queue depth.
     pub batches_ahead: usize,
     /// Stage every batch on CUDA device 0 (a GPU row; skipped without a device).
@@ -71,9 +89,65 @@ impl OrderName {
     }
 }
 
+/// What a row's loader runs on each sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineName {
+    /// The default decoders. On raw fields (NDArray, Int, Float, Bytes) every pipeline is a
+    /// copying decoder alone, which the loader fills batch-wide without running pipeline
+    /// code, so `compile` has nothing to act on and the row is not a compiler comparison.
+    Copy,
+    /// The data set's `JPEG_DECODER` on the image field (a native decoding kernel, no
+    /// transforms), compiled pipelines.
+    Rrc64,
+    /// FFCV's CIFAR training chain on the image field (`NDArrayDecoder` →
+    /// `RandomHorizontalFlip(0.5)` → `NormalizeImage(CIFAR mean, std, float32)` →
+    /// `ToTorchImage`) over the first [`CIFAR_TRAIN_SAMPLES`] samples, compiled (`true`) or
+    /// interpreted.
+    CifarTrain {
+        /// Cranelift-compiled (`true`) or interpreted pipelines.
+        compile: bool,
+    },
+}
+
+impl PipelineName {
+    /// The row-name segment(s): `copy`, `rrc64`, `cifar-train/jit`, `cifar-train/interp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineName::Copy => "copy",
+            PipelineName::Rrc64 => "rrc64",
+            PipelineName::CifarTrain { compile: true } => "cifar-train/jit",
+            PipelineName::CifarTrain { compile: false } => "cifar-train/interp",
+        }
+    }
+
+    /// Whether the loader compiles pipelines (`LoaderBuilder::compile`).
+    pub fn compile(self) -> bool {
+        !matches!(self, PipelineName::CifarTrain { compile: false })
+    }
+
+    /// Whether the row is one half of a compiled/interpreted comparison: only a pipeline
+    /// the executor runs can tell the compiler from the interpreter.
+    pub fn compares_compiler(self) -> bool {
+        matches!(self, PipelineName::CifarTrain { .. })
+    }
+
+    fn description(self) -> String {
+        match self {
+            PipelineName::Copy => "default decoders (copy-only, filled batch-wide)".to_owned(),
+            PipelineName::Rrc64 => "compiled".to_owned(),
+            PipelineName::CifarTrain { compile } => format!(
+                "flip -> normalize f32 -> CHW on the first {CIFAR_TRAIN_SAMPLES} samples, {}",
+                if compile { "compiled" } else { "interpreted" }
+            ),
+        }
+    }
+}
+
 impl Config {
-    /// The row name: `loader/<dataset>/<os|proc>/<order>/<1t|all>/<jit|interp>[/ahead<N>]`
-    /// (the default `batches_ahead` 3 is left out of the name).
+    /// The row name:
+    /// `loader/<dataset>/<os|proc>/<order>/<1t|all>/<pipeline>[/ahead<N>][/cuda0]`, where
+    /// the pipeline is `copy`, `rrc64`, `cifar-train/jit` or `cifar-train/interp` (the
+    /// default `batches_ahead` 3 is left out of the name).
     pub fn row_name(&self, label: &str) -> String {
         let mut name = format!(
             "loader/{label}/{}/{}/{}/{}",
@@ -83,7 +157,7 @@ impl Config {
                 Some(n) => format!("{n}t"),
                 None => "all".to_owned(),
             },
-            if self.compile { "jit" } else { "interp" }
+            self.pipeline.name()
         );
         if self.batches_ahead != 3 {
             name.push_str(&format!("/ahead{}", self.batches_ahead));
@@ -93,11 +167,37 @@ impl Config {
         }
         name
     }
+
+    /// The same configuration with another pipeline.
+    fn with(self, pipeline: PipelineName) -> Config {
+        Config { pipeline, ..self }
+    }
 }
 
-/// The configurations measured on the data set labelled `label`.
-pub fn configs(label: &str) -> Vec<Config> {
-    let mut configs = Vec::new();
+/// The configuration the tracing row and the GPU row start from: OS cache, Random, every
+/// CPU, default queue depth, with the data set's own pipeline.
+fn reference(label: &str) -> Config {
+    Config {
+        os_cache: true,
+        order: OrderName::Random,
+        workers: None,
+        pipeline: if label == JPEG_LABEL {
+            PipelineName::Rrc64
+        } else {
+            PipelineName::Copy
+        },
+        batches_ahead: 3,
+        cuda: false,
+    }
+}
+
+/// The configurations measured on the data set labelled `label`, in groups: the
+/// configurations of one group are measured together, their timed epochs alternating (a
+/// compiled row and its interpreted twin), so that a slow phase of a shared machine hits
+/// both alike and their ratio stays fair.
+pub fn groups(label: &str) -> Vec<Vec<Config>> {
+    let base = reference(label);
+    let mut groups = Vec::new();
     if label == "3k" {
         for os_cache in [true, false] {
             for order in [
@@ -106,68 +206,60 @@ pub fn configs(label: &str) -> Vec<Config> {
                 OrderName::QuasiRandom,
             ] {
                 for workers in [Some(1), None] {
-                    for compile in [true, false] {
-                        configs.push(Config {
-                            os_cache,
-                            order,
-                            workers,
-                            compile,
-                            batches_ahead: 3,
-                            cuda: false,
-                        });
-                    }
+                    groups.push(vec![Config {
+                        os_cache,
+                        order,
+                        workers,
+                        ..base
+                    }]);
                 }
             }
         }
-        configs.push(Config {
-            os_cache: true,
-            order: OrderName::Random,
-            workers: None,
-            compile: true,
+        groups.push(vec![Config {
             batches_ahead: 1,
-            cuda: false,
-        });
+            ..base
+        }]);
+        // The compiler comparison: the pipeline's cost does not depend on where the pages
+        // come from, so a few configurations suffice (one and every worker, both caches).
+        for config in [
+            Config {
+                workers: Some(1),
+                ..base
+            },
+            base,
+            Config {
+                os_cache: false,
+                order: OrderName::QuasiRandom,
+                ..base
+            },
+        ] {
+            groups.push(vec![
+                config.with(PipelineName::CifarTrain { compile: true }),
+                config.with(PipelineName::CifarTrain { compile: false }),
+            ]);
+        }
     } else if label == JPEG_LABEL {
         for workers in [Some(1), None] {
-            configs.push(Config {
-                os_cache: true,
-                order: OrderName::Random,
-                workers,
-                compile: true,
-                batches_ahead: 3,
-                cuda: false,
-            });
+            groups.push(vec![Config { workers, ..base }]);
         }
-        configs.push(Config {
+        groups.push(vec![Config {
             os_cache: false,
             order: OrderName::QuasiRandom,
-            workers: None,
-            compile: true,
-            batches_ahead: 3,
-            cuda: false,
-        });
+            ..base
+        }]);
     } else {
         for os_cache in [true, false] {
-            configs.push(Config {
-                os_cache,
-                order: OrderName::Random,
-                workers: None,
-                compile: true,
-                batches_ahead: 3,
-                cuda: false,
-            });
+            groups.push(vec![Config { os_cache, ..base }]);
         }
     }
     // The GPU row: the reference configuration with every output staged on the device.
-    configs.push(Config {
-        os_cache: true,
-        order: OrderName::Random,
-        workers: None,
-        compile: true,
-        batches_ahead: 3,
-        cuda: true,
-    });
-    configs
+    groups.push(vec![Config { cuda: true, ..base }]);
+    groups
+}
+
+/// Every configuration measured on the data set labelled `label`.
+pub fn configs(label: &str) -> Vec<Config> {
+    groups(label).into_iter().flatten().collect()
 }
 
 /// The name of the tracing-overhead row of data set `label`.
@@ -254,6 +346,8 @@ pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, Strin
 #[derive(Debug, Clone)]
 struct Measured {
     epochs: Timing,
+    /// The timed epochs in the order they ran (round by round, for per-round ratios).
+    rounds: Vec<f64>,
     samples_per_epoch: u64,
     payload_per_epoch: u64,
     storage_per_epoch: u64,
@@ -265,74 +359,145 @@ struct Measured {
     wait_pages: f64,
     decode: f64,
     wait_slot: f64,
+    /// Peak RSS of the whole process: with a group of several loaders, of all of them.
     peak_rss: Option<u64>,
     workers: usize,
 }
 
-fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
+fn num_samples(dataset: &Dataset) -> Result<u64, String> {
+    Ok(beton_io::Reader::open(&dataset.path)
+        .map_err(|err| err.to_string())?
+        .num_samples())
+}
+
+/// The loader builder of a row: what a user would build for `config` on `dataset`.
+pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, String> {
     let builder = Loader::builder(&dataset.path)
         .batch_size(batch_size(&dataset.label))
         .num_workers(config.workers.map_or(-1, |n| n as i64))
         .os_cache(config.os_cache)
         .order(config.order.order())
         .seed(0)
-        .compile(config.compile)
+        .compile(config.pipeline.compile())
         .batches_ahead(config.batches_ahead);
-    let builder = if dataset.label == JPEG_LABEL {
-        let decoder = JPEG_DECODER
-            .parse()
-            .map_err(|err| format!("{JPEG_DECODER}: {err}"))?;
-        builder.decoder("image", decoder)
-    } else {
-        builder
+    let builder = match config.pipeline {
+        PipelineName::Copy => builder,
+        PipelineName::Rrc64 => {
+            let decoder = JPEG_DECODER
+                .parse()
+                .map_err(|err| format!("{JPEG_DECODER}: {err}"))?;
+            builder.decoder(dataset.field.as_str(), decoder)
+        }
+        PipelineName::CifarTrain { .. } => builder
+            .indices((0..CIFAR_TRAIN_SAMPLES.min(num_samples(dataset)?)).collect::<Vec<u64>>())
+            .pipeline(
+                dataset.field.as_str(),
+                PipelineSpec::new(NdArrayDecoder)
+                    .then(transforms::random_horizontal_flip(0.5))
+                    .then(transforms::normalize_image(
+                        CIFAR_MEAN,
+                        CIFAR_STD,
+                        DType::F32,
+                    ))
+                    .then(transforms::to_torch_image()),
+            ),
     };
-    let builder = if config.cuda {
+    Ok(if config.cuda {
         builder.device(ffcv::gpu::DeviceSpec::Cuda(0))
     } else {
         builder
-    };
-    let mut loader = builder.build().map_err(|err| err.to_string())?;
-    // The warm-up epoch starts with empty slots, so its reads are the order's own cost;
-    // later epochs may find pages still held from the epoch before (`retain_pages`).
-    run_epoch(&mut loader, &mut Vec::new())?;
-    let first = loader.stats();
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let before = loader.stats();
-    let io_before = storage_read_bytes();
-    let mut seconds = Vec::with_capacity(EPOCHS);
-    let mut latencies_ms = Vec::new();
-    for _ in 0..EPOCHS {
-        let started = Instant::now();
-        run_epoch(&mut loader, &mut latencies_ms)?;
-        seconds.push(started.elapsed().as_secs_f64());
-    }
-    let after = loader.stats();
-    let per_epoch = |a: u64, b: u64| (b - a) / EPOCHS as u64;
-    // What the kernel fetched from the device for this process (0 when the file is in the
-    // page cache), and what the process cache read from the file (0 with the OS cache,
-    // whose page faults no counter sees).
-    let storage = match (io_before, storage_read_bytes()) {
-        (Some(a), Some(b)) => b.saturating_sub(a) / EPOCHS as u64,
-        _ => 0,
-    };
-    let file_read = per_epoch(before.storage_bytes_read, after.storage_bytes_read);
-    seconds.sort_by(f64::total_cmp);
-    latencies_ms.sort_by(f64::total_cmp);
-    Ok(Measured {
-        epochs: Timing { seconds },
-        samples_per_epoch: per_epoch(before.samples, after.samples),
-        payload_per_epoch: per_epoch(before.payload_bytes, after.payload_bytes),
-        storage_per_epoch: storage,
-        file_read_per_epoch: file_read,
-        file_read_first_epoch: first.storage_bytes_read,
-        payload_first_epoch: first.payload_bytes,
-        latencies_ms,
-        wait_pages: (after.wait_pages - before.wait_pages).as_secs_f64() / EPOCHS as f64,
-        decode: (after.decode - before.decode).as_secs_f64() / EPOCHS as f64,
-        wait_slot: (after.wait_slot - before.wait_slot).as_secs_f64() / EPOCHS as f64,
-        peak_rss: peak_rss_bytes(),
-        workers: loader.num_workers(),
     })
+}
+
+/// One loader of a group and what its timed epochs measured so far.
+struct Run {
+    loader: Loader,
+    first: LoaderStats,
+    before: LoaderStats,
+    rounds: Vec<f64>,
+    latencies_ms: Vec<f64>,
+    storage: Option<u64>,
+}
+
+/// Measures the configurations of one group: every loader is built and warmed up, then the
+/// timed epochs alternate between them (round `r` runs epoch `r` of each in turn).
+fn measure_group(dataset: &Dataset, group: &[Config]) -> Result<Vec<Measured>, String> {
+    let mut runs = Vec::with_capacity(group.len());
+    for config in group {
+        let mut loader = builder(dataset, config)?
+            .build()
+            .map_err(|err| err.to_string())?;
+        // The warm-up epoch starts with empty slots, so its reads are the order's own
+        // cost; later epochs may find pages still held from the epoch before
+        // (`retain_pages`).
+        run_epoch(&mut loader, &mut Vec::new())?;
+        let first = loader.stats();
+        runs.push(Run {
+            loader,
+            first,
+            before: first,
+            rounds: Vec::with_capacity(EPOCHS),
+            latencies_ms: Vec::new(),
+            storage: Some(0),
+        });
+    }
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    for _ in 0..EPOCHS {
+        for run in &mut runs {
+            // What the kernel fetched from the device for this process (0 when the file
+            // is in the page cache), counted around this loader's epochs only.
+            let io_before = storage_read_bytes();
+            let started = Instant::now();
+            run_epoch(&mut run.loader, &mut run.latencies_ms)?;
+            run.rounds.push(started.elapsed().as_secs_f64());
+            run.storage = match (run.storage, io_before, storage_read_bytes()) {
+                (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
+                _ => None,
+            };
+        }
+    }
+    let peak_rss = peak_rss_bytes();
+    Ok(runs
+        .into_iter()
+        .map(|run| {
+            let after = run.loader.stats();
+            let before = run.before;
+            let per_epoch = |a: u64, b: u64| (b - a) / EPOCHS as u64;
+            let seconds_per_epoch = |a: std::time::Duration, b: std::time::Duration| {
+                (b - a).as_secs_f64() / EPOCHS as f64
+            };
+            let mut seconds = run.rounds.clone();
+            seconds.sort_by(f64::total_cmp);
+            let mut latencies_ms = run.latencies_ms;
+            latencies_ms.sort_by(f64::total_cmp);
+            Measured {
+                epochs: Timing { seconds },
+                rounds: run.rounds,
+                samples_per_epoch: per_epoch(before.samples, after.samples),
+                payload_per_epoch: per_epoch(before.payload_bytes, after.payload_bytes),
+                storage_per_epoch: run.storage.unwrap_or(0) / EPOCHS as u64,
+                // What the process cache read from the file (0 with the OS cache, whose
+                // page faults no counter sees).
+                file_read_per_epoch: per_epoch(before.storage_bytes_read, after.storage_bytes_read),
+                file_read_first_epoch: run.first.storage_bytes_read,
+                payload_first_epoch: run.first.payload_bytes,
+                latencies_ms,
+                wait_pages: seconds_per_epoch(before.wait_pages, after.wait_pages),
+                decode: seconds_per_epoch(before.decode, after.decode),
+                wait_slot: seconds_per_epoch(before.wait_slot, after.wait_slot),
+                peak_rss,
+                workers: run.loader.num_workers(),
+            }
+        })
+        .collect())
+}
+
+/// One configuration measured alone.
+#[cfg(test)]
+fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
+    measure_group(dataset, std::slice::from_ref(config))?
+        .pop()
+        .ok_or_else(|| "no measurement".to_owned())
 }
 
 /// One epoch; each batch's wait (the consumer's view of latency) goes to `latencies_ms`.
@@ -386,11 +551,7 @@ fn row_of(dataset: &Dataset, config: &Config, m: &Measured) -> Row {
             if config.os_cache { "OS" } else { "process" },
             config.order.name(),
             m.workers,
-            if config.compile {
-                "compiled"
-            } else {
-                "interpreted"
-            },
+            config.pipeline.description(),
             config.batches_ahead
         ) + if config.cuda {
             ", staged on cuda:0"
@@ -508,8 +669,35 @@ fn tracing_row(dataset: &Dataset, reference: &Row, m: &Measured, page_size: u64)
     row
 }
 
-/// Measures the rows for `dataset` whose names pass `keep`. A configuration that fails
-/// (e.g. the memory guard) gives no row; its error goes to `progress`.
+/// Marks a compiled row measured beside its interpreted twin: `ratio` is the compiled
+/// row's throughput over the twin's (medians of the same alternating rounds), and
+/// `round_ratios` the spread of that ratio over the rounds (twin's epoch time over this
+/// row's, round by round), the noise to read it against.
+fn compare_with_twin(row: &mut Row, m: &Measured, twin_name: &str, twin: &Measured) {
+    let mut per_round: Vec<f64> = m
+        .rounds
+        .iter()
+        .zip(&twin.rounds)
+        .map(|(own, other)| other / own)
+        .collect();
+    per_round.sort_by(f64::total_cmp);
+    row.ratio = Some(twin.epochs.median() / m.epochs.median());
+    row.ratio_to = Some(twin_name.to_owned());
+    row.extra.insert(
+        "round_ratios".to_owned(),
+        json!({
+            "min": per_round.first(),
+            "median": Timing { seconds: per_round.clone() }.median(),
+            "max": per_round.last(),
+        }),
+    );
+    row.extra
+        .insert("alternated_with".to_owned(), json!(twin_name));
+}
+
+/// Measures the rows for `dataset` whose names pass `keep`. A group is measured whole when
+/// any of its rows is kept (a compiled row needs its interpreted twin for its ratio). A
+/// group that fails (e.g. the memory guard) gives no rows; its error goes to `progress`.
 pub fn rows(
     dataset: &Dataset,
     keep: &dyn Fn(&str) -> bool,
@@ -519,36 +707,43 @@ pub fn rows(
         .map_err(|err| err.to_string())?
         .page_size();
     let mut rows = Vec::new();
-    let reference = Config {
-        os_cache: true,
-        order: OrderName::Random,
-        workers: None,
-        compile: true,
-        batches_ahead: 3,
-        cuda: false,
-    };
+    let reference = reference(&dataset.label);
     let want_tracing = dataset.label == "3k" && keep(&tracing_row_name(&dataset.label));
-    for config in configs(&dataset.label) {
-        let name = config.row_name(&dataset.label);
-        let is_reference = config == reference && want_tracing;
-        if !keep(&name) && !is_reference {
+    for group in groups(&dataset.label) {
+        let names: Vec<String> = group.iter().map(|c| c.row_name(&dataset.label)).collect();
+        let has_reference = group.contains(&reference) && want_tracing;
+        if !names.iter().any(|name| keep(name)) && !has_reference {
             continue;
         }
-        progress(&format!("measuring {name}"));
-        match measure(dataset, &config) {
-            Ok(m) => {
-                let row = row_of(dataset, &config, &m);
-                if is_reference {
-                    rows.push(tracing_row(dataset, &row, &m, page_size));
+        progress(&format!("measuring {}", names.join(" + ")));
+        match measure_group(dataset, &group) {
+            Ok(measured) => {
+                let mut group_rows: Vec<Row> = group
+                    .iter()
+                    .zip(&measured)
+                    .map(|(config, m)| row_of(dataset, config, m))
+                    .collect();
+                let is_pair = group.len() == 2
+                    && measured.len() == 2
+                    && group.iter().all(|c| c.pipeline.compares_compiler())
+                    && group[0].pipeline.compile()
+                    && !group[1].pipeline.compile();
+                if is_pair {
+                    compare_with_twin(&mut group_rows[0], &measured[0], &names[1], &measured[1]);
                 }
-                if keep(&name) {
-                    rows.push(row);
+                for ((config, m), row) in group.iter().zip(&measured).zip(group_rows) {
+                    if *config == reference && want_tracing {
+                        rows.push(tracing_row(dataset, &row, m, page_size));
+                    }
+                    if keep(&row.name) {
+                        rows.push(row);
+                    }
                 }
             }
-            Err(err) if config.cuda && err.contains("no CUDA driver") => {
-                progress(&format!("{name}: skipped: no CUDA device"));
+            Err(err) if group.iter().any(|c| c.cuda) && err.contains("no CUDA driver") => {
+                progress(&format!("{}: skipped: no CUDA device", names.join(" + ")));
             }
-            Err(err) => progress(&format!("{name}: skipped: {err}")),
+            Err(err) => progress(&format!("{}: skipped: {err}", names.join(" + "))),
         }
     }
     Ok(rows)
@@ -559,15 +754,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cifar_matrix_covers_every_cache_order_worker_and_compiler_choice() {
+    fn the_cifar_matrix_covers_every_cache_order_and_worker_choice() {
         let names = row_names("3k");
-        assert_eq!(names.len(), 2 * 3 * 2 * 2 + 1 + 1 + 1);
+        assert_eq!(names.len(), 2 * 3 * 2 + 1 + 3 * 2 + 1 + 1);
         for name in [
-            "loader/3k/os/sequential/1t/jit",
-            "loader/3k/proc/quasi-random/all/interp",
-            "loader/3k/os/random/all/jit/ahead1",
+            "loader/3k/os/sequential/1t/copy",
+            "loader/3k/proc/quasi-random/all/copy",
+            "loader/3k/os/random/all/copy/ahead1",
+            "loader/3k/os/random/1t/cifar-train/jit",
+            "loader/3k/proc/quasi-random/all/cifar-train/interp",
             "loader/3k/tracing-overhead",
-            "loader/3k/os/random/all/jit/cuda0",
+            "loader/3k/os/random/all/copy/cuda0",
         ] {
             assert!(names.iter().any(|n| n == name), "{name} missing");
         }
@@ -578,11 +775,185 @@ mod tests {
         assert_eq!(
             row_names("128k"),
             [
-                "loader/128k/os/random/all/jit",
-                "loader/128k/proc/random/all/jit",
-                "loader/128k/os/random/all/jit/cuda0"
+                "loader/128k/os/random/all/copy",
+                "loader/128k/proc/random/all/copy",
+                "loader/128k/os/random/all/copy/cuda0"
             ]
         );
+        assert_eq!(
+            row_names(JPEG_LABEL),
+            [
+                "loader/jpeg/os/random/1t/rrc64",
+                "loader/jpeg/os/random/all/rrc64",
+                "loader/jpeg/proc/quasi-random/all/rrc64",
+                "loader/jpeg/os/random/all/rrc64/cuda0"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_pipeline_the_executor_runs_is_labelled_as_a_compiler_comparison() {
+        for label in ["3k", "128k", JPEG_LABEL] {
+            for group in groups(label) {
+                for config in &group {
+                    let name = config.row_name(label);
+                    let labelled = name.contains("/jit") || name.contains("/interp");
+                    assert_eq!(labelled, config.pipeline.compares_compiler(), "{name}");
+                    // Copy-only rows keep the default (compiled) setting: there is no code
+                    // for the compiler to act on, so they are not run twice.
+                    if !config.pipeline.compares_compiler() {
+                        assert_eq!(group.len(), 1, "{name} is measured alone");
+                        assert!(config.pipeline.compile(), "{name}");
+                    }
+                }
+                // A comparison is a compiled row and its interpreted twin, measured in one
+                // alternating group and otherwise configured alike.
+                if group.iter().any(|c| c.pipeline.compares_compiler()) {
+                    let [jit, interp] = group.as_slice() else {
+                        panic!("{group:?} is not a pair");
+                    };
+                    assert_eq!(jit.pipeline, PipelineName::CifarTrain { compile: true });
+                    assert_eq!(
+                        *interp,
+                        jit.with(PipelineName::CifarTrain { compile: false })
+                    );
+                    assert!(jit.pipeline.compile() && !interp.pipeline.compile());
+                }
+            }
+        }
+        assert!(
+            groups("3k").iter().any(|g| g.len() == 2),
+            "the CIFAR matrix compares the compiler"
+        );
+    }
+
+    /// A small CIFAR-like data set labelled `3k` (so rows get the 3k batch size, 512).
+    fn small_cifar(dir: &Path) -> Dataset {
+        let mut recipe = crate::datasets::small().remove(1);
+        assert_eq!(recipe.label, "3k");
+        recipe.samples = 1030;
+        recipe.page_size = 2 << 20;
+        crate::datasets::ensure(dir, &recipe, &|_| {}).unwrap()
+    }
+
+    fn first_batch(
+        dataset: &Dataset,
+        config: &Config,
+    ) -> (Vec<ffcv::OutputInfo>, Vec<u64>, Vec<u8>) {
+        let mut loader = builder(dataset, config).unwrap().build().unwrap();
+        let outputs = loader.outputs().to_vec();
+        let batch = loader.iter().next().unwrap().unwrap();
+        let image = batch.output("image").unwrap().bytes().to_vec();
+        (outputs, batch.sample_ids().to_vec(), image)
+    }
+
+    #[test]
+    fn compiled_and_interpreted_rows_run_the_cifar_training_chain_and_copy_rows_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let dataset = small_cifar(dir.path());
+        let base = Config {
+            os_cache: true,
+            order: OrderName::Random,
+            workers: Some(2),
+            pipeline: PipelineName::Copy,
+            batches_ahead: 3,
+            cuda: false,
+        };
+        let image = |outputs: &[ffcv::OutputInfo]| {
+            let info = outputs.iter().find(|o| o.name == "image").unwrap().clone();
+            (info.shape, info.dtype.descr())
+        };
+        let (copy_outputs, copy_ids, pixels) = first_batch(&dataset, &base);
+        assert_eq!(image(&copy_outputs), (vec![32, 32, 3], "|u1".to_owned()));
+        let jit = first_batch(
+            &dataset,
+            &base.with(PipelineName::CifarTrain { compile: true }),
+        );
+        let interp = first_batch(
+            &dataset,
+            &base.with(PipelineName::CifarTrain { compile: false }),
+        );
+        for (outputs, ids, _) in [&jit, &interp] {
+            assert_eq!(image(outputs), (vec![3, 32, 32], "<f4".to_owned()));
+            assert_eq!(*ids, copy_ids, "same seed, same order");
+        }
+        assert!(jit.2 == interp.2, "compiled and interpreted batches differ");
+
+        // Every sample is its stored pixels, normalized per channel and laid out CHW,
+        // mirrored or not; the flip draws both outcomes over a batch of 512.
+        let values: Vec<f32> = jit
+            .2
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let (mut flipped, mut kept) = (0, 0);
+        for sample in 0..copy_ids.len() {
+            let stored = &pixels[sample * 3072..][..3072];
+            let out = &values[sample * 3072..][..3072];
+            let matches = |mirror: bool| {
+                (0..3).all(|c| {
+                    (0..32).all(|y| {
+                        (0..32).all(|x| {
+                            let sx = if mirror { 31 - x } else { x };
+                            let v = f64::from(stored[(y * 32 + sx) * 3 + c]);
+                            let want = (v - CIFAR_MEAN[c]) / CIFAR_STD[c];
+                            (f64::from(out[(c * 32 + y) * 32 + x]) - want).abs() < 1e-5
+                        })
+                    })
+                })
+            };
+            match (matches(false), matches(true)) {
+                (true, _) => kept += 1,
+                (false, true) => flipped += 1,
+                (false, false) => panic!("sample {sample} is neither its pixels nor their mirror"),
+            }
+        }
+        assert_eq!(kept + flipped, 512);
+        assert!(kept > 0 && flipped > 0, "kept {kept}, flipped {flipped}");
+    }
+
+    #[test]
+    fn a_compiled_row_carries_its_ratio_to_the_interpreted_twin_of_the_same_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let dataset = small_cifar(dir.path());
+        let alone = rows(
+            &dataset,
+            &|name| name == "loader/3k/os/random/1t/cifar-train/interp",
+            &|_| {},
+        )
+        .unwrap();
+        // Keeping only the twin still measures the pair; only the kept row comes back.
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].name, "loader/3k/os/random/1t/cifar-train/interp");
+        assert_eq!(alone[0].ratio, None);
+
+        let pair = rows(
+            &dataset,
+            &|name| name.starts_with("loader/3k/os/random/1t/cifar-train/"),
+            &|_| {},
+        )
+        .unwrap();
+        let [jit, interp] = pair.as_slice() else {
+            panic!("{pair:?}");
+        };
+        assert_eq!(jit.name, "loader/3k/os/random/1t/cifar-train/jit");
+        assert_eq!(interp.name, "loader/3k/os/random/1t/cifar-train/interp");
+        assert_eq!(jit.ratio_to.as_deref(), Some(interp.name.as_str()));
+        let ratio = jit.ratio.unwrap();
+        assert!(ratio.is_finite() && ratio > 0.0);
+        let expected = jit.samples_per_sec / interp.samples_per_sec;
+        assert!(
+            (ratio - expected).abs() < 1e-9 * expected,
+            "{ratio} vs {expected}"
+        );
+        let spread = &jit.to_json()["round_ratios"];
+        let (min, max) = (
+            spread["min"].as_f64().unwrap(),
+            spread["max"].as_f64().unwrap(),
+        );
+        assert!(min <= max, "{spread}");
+        assert_eq!(jit.extra["alternated_with"], interp.name.as_str());
+        assert!(jit.config.contains("compiled") && interp.config.contains("interpreted"));
     }
 
     #[test]
@@ -617,7 +988,7 @@ mod tests {
             os_cache: false,
             order: OrderName::Random,
             workers: Some(1),
-            compile: true,
+            pipeline: PipelineName::Copy,
             batches_ahead: 1,
             cuda: false,
         };
@@ -629,7 +1000,7 @@ mod tests {
         // Each sample's payload is its two scalars (8 bytes each).
         assert_eq!(m.payload_per_epoch, 64 * 16);
         let row = row_of(&dataset, &config, &m).to_json();
-        assert_eq!(row["name"], "loader/scalars/proc/random/1t/jit/ahead1");
+        assert_eq!(row["name"], "loader/scalars/proc/random/1t/copy/ahead1");
         for key in [
             "epoch_seconds",
             "batch_latency_ms",

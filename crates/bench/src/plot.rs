@@ -177,9 +177,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("small.svg");
         let rows = [
-            row("loader/3k/os/random/all/jit", 1.5e6),
-            row("loader/3k/proc/quasi-random/1t/interp", 2.0e5),
-            row("loader/128k/os/random/all/jit", 3.0e4),
+            row("loader/3k/os/random/all/copy", 1.5e6),
+            row("loader/3k/proc/quasi-random/1t/cifar-train/interp", 2.0e5),
+            row("loader/128k/os/random/all/copy", 3.0e4),
             row("loader/128k/failed", f64::NAN),
         ];
         write_svg(&path, &rows, &["3k", "128k"]).unwrap();
@@ -188,8 +188,8 @@ mod tests {
         for needle in [
             "data set 3k",
             "data set 128k",
-            "loader/3k/os/random/all/jit",
-            "loader/3k/proc/quasi-random/1t/interp",
+            "loader/3k/os/random/all/copy",
+            "loader/3k/proc/quasi-random/1t/cifar-train/interp",
             " 1.50 M/s",
             " 30.0 k/s",
         ] {
