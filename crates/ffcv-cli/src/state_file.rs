@@ -22,9 +22,9 @@ pub enum StateFileError {
     Parse {
         /// The state file.
         path: PathBuf,
-        /// What `LoaderState::from_json` reported.
+        /// What `LoaderState::from_json` reported (boxed: the facade's error is large).
         #[source]
-        source: ffcv::Error,
+        source: Box<ffcv::Error>,
     },
     /// The file cannot be written.
     #[error("{path}: cannot write the loader state: {source}")]
@@ -45,7 +45,7 @@ pub fn read(path: &Path) -> Result<LoaderState, StateFileError> {
     })?;
     LoaderState::from_json(&text).map_err(|source| StateFileError::Parse {
         path: path.to_owned(),
-        source,
+        source: Box::new(source),
     })
 }
 
