@@ -2,7 +2,8 @@
 //! printed as a table and written to `target/bench/small.json` and `small.md`.
 //!
 //! Each suite module returns [`report::Row`]s: `reader` (the Reader beside memcpy),
-//! `loader_matrix` (the ffcv Loader end to end), `page_cache` (process vs OS cache, cold
+//! `loader_matrix` (the ffcv Loader end to end), `resume` (a loader state taken after every
+//! batch against none), `page_cache` (process vs OS cache, cold
 //! reads) and `jit` (compiled vs interpreted pipelines). Data sets are written once under the
 //! output folder and reused. Progress goes to stderr, results to stdout (the table, or the
 //! JSON document with `--json`); `plot` draws `small.svg`.
@@ -14,6 +15,7 @@ mod page_cache;
 mod plot;
 mod reader;
 mod report;
+mod resume;
 mod timing;
 
 use std::path::PathBuf;
@@ -138,6 +140,19 @@ fn run(args: &Args) -> Result<(), String> {
             &|name| filter.keeps(name),
             &progress,
         )?);
+    }
+    // loader/resume/*: taking a state after every batch, on the 3k data set.
+    for recipe in datasets::small() {
+        let name = resume::row_name(recipe.label);
+        if recipe.label != "3k" || !filter.keeps(&name) {
+            continue;
+        }
+        let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
+        progress(&format!("measuring {name}"));
+        match resume::row(&dataset, loader_matrix::batch_size(recipe.label)) {
+            Ok(row) => rows.push(row),
+            Err(err) => progress(&format!("{name}: skipped: {err}")),
+        }
     }
     // page-cache/* and jit/*: suites that bring their own data.
     if filter.runs_suite("page-cache") {

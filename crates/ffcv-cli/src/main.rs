@@ -7,6 +7,7 @@ mod byte_size;
 mod cache_args;
 mod commands;
 mod error;
+mod state_file;
 
 use std::error::Error as StdError;
 use std::io::ErrorKind;

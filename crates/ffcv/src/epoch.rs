@@ -35,6 +35,10 @@ pub struct EpochIter<'a> {
     num_batches: usize,
     /// Batches handed to the consumer so far (the index of the next one).
     yielded: usize,
+    /// Batches of the epoch's current stint consumed before this iterator started (a
+    /// resumed epoch), and the stints before it.
+    skipped: usize,
+    earlier: Vec<crate::resume::StintRecord>,
     done: bool,
     _loader: PhantomData<&'a mut Loader>,
 }
@@ -59,13 +63,21 @@ impl Drop for LiveGuard {
 }
 
 impl<'a> EpochIter<'a> {
-    pub(crate) fn start(shared: Arc<Shared>, epoch: u64) -> EpochIter<'a> {
-        let order = shared.order.order(epoch);
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        epoch: u64,
+        start: crate::resume::EpochStart,
+    ) -> EpochIter<'a> {
+        let order = start.order.unwrap_or_else(|| shared.order.order(epoch));
         let b = shared.batch_size;
         let mut batches: Vec<Vec<u64>> = order.chunks(b).map(<[u64]>::to_vec).collect();
         if shared.drop_last && batches.last().is_some_and(|l| l.len() < b) {
             batches.pop();
         }
+        // A resumed epoch skips the batches its state says were consumed; the others
+        // keep their index in the epoch.
+        let skipped = start.skip.min(batches.len());
+        batches.drain(..skipped);
         let num_batches = batches.len();
         shared.counters.epochs.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = sync_channel(shared.batches_ahead);
@@ -78,6 +90,8 @@ impl<'a> EpochIter<'a> {
             epoch,
             num_batches,
             yielded: 0,
+            skipped,
+            earlier: start.earlier,
             done: false,
             _loader: PhantomData,
         };
@@ -94,7 +108,9 @@ impl<'a> EpochIter<'a> {
                 // epochs run one at a time, and what the loop blocks on (the consumer, page
                 // readers, a GPU stage) never needs a pool worker.
                 let pool = Arc::clone(&shared.pool);
-                if let Err(e) = pool.install(|| produce(&shared, epoch, &batches, &tx, &stop)) {
+                let produced =
+                    pool.install(|| produce(&shared, epoch, skipped, &batches, &tx, &stop));
+                if let Err(e) = produced {
                     // The consumer may be gone already; nothing else to tell.
                     let _ = tx.send(Err(e));
                 }
@@ -120,9 +136,28 @@ impl<'a> EpochIter<'a> {
         self.epoch
     }
 
-    /// Batches this epoch yields when nothing fails.
+    /// Batches this epoch yields when nothing fails (in a resumed epoch, those left).
     pub fn num_batches(&self) -> usize {
         self.num_batches
+    }
+
+    /// The loader's position after the batches this iterator has handed out (batches
+    /// prepared ahead and not yet received do not count): give it to
+    /// [`crate::LoaderBuilder::resume`] to continue from the next batch. After the
+    /// epoch's last batch it is the start of the next epoch. O(world size): it copies
+    /// the loader's fixed part of a state, which the first call of a loader computes
+    /// (hashing the file's tables and the index list once).
+    pub fn state(&self) -> crate::resume::LoaderState {
+        let consumed = self.skipped + self.yielded;
+        if consumed >= self.skipped + self.num_batches {
+            return crate::resume::state_at(&self.shared, self.epoch + 1, &[], None);
+        }
+        crate::resume::state_at(
+            &self.shared,
+            self.epoch,
+            &self.earlier,
+            Some(consumed as u64),
+        )
     }
 
     fn stop_and_join(&mut self) {
@@ -191,9 +226,11 @@ fn nanos(t: Instant) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
+/// Runs `batches`, the epoch's batches from index `first` on.
 fn produce(
     shared: &Arc<Shared>,
     epoch: u64,
+    first: usize,
     batches: &[Vec<u64>],
     tx: &SyncSender<Result<Batch>>,
     stop: &AtomicBool,
@@ -296,7 +333,7 @@ fn produce(
                     shared.slots.give_back(slot);
                     return Err(Error::SlotStage {
                         path: shared.path.clone(),
-                        batch: b,
+                        batch: first + b,
                         message,
                     });
                 }
@@ -310,7 +347,7 @@ fn produce(
             Arc::clone(&shared.slots),
             Arc::clone(&outputs),
             epoch,
-            b,
+            first + b,
         );
         let t = Instant::now();
         let sent = tracing::debug_span!("slot_wait", epoch, batch = b)

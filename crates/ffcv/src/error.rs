@@ -121,6 +121,23 @@ pub enum Error {
         /// The epoch.
         epoch: u64,
     },
+
+    /// A loader state could not be read ([`crate::LoaderState::from_json`]).
+    #[error("loader state: {reason}")]
+    State {
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A loader state does not fit the loader it was given to
+    /// ([`crate::LoaderBuilder::resume`]): another file, order, seed, batching or indices.
+    #[error("{path}: cannot resume from this loader state: {reason}")]
+    Resume {
+        /// The dataset file.
+        path: PathBuf,
+        /// What does not match, with both values.
+        reason: String,
+    },
 }
 
 /// `Result` with the facade's [`Error`].

@@ -24,6 +24,10 @@
 //!   `RandomHorizontalFlip`, `Cutout`, `RandomTranslate`, `ReplaceLabel`, `Poison`, ...).
 //! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
 //!   `RGBImageField` encoding.
+//! - [`LoaderState`] is the loader's position inside an epoch ([`EpochIter::state`],
+//!   [`Loader::state`]), JSON-serializable; [`LoaderBuilder::resume`] continues from it
+//!   byte for byte with the same world size, or splits the epoch's remaining samples among
+//!   another number of ranks (`docs/resume.md`).
 //! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
 //!   [`page_cache`], [`jit`] (pipeline-jit).
 //!
@@ -64,6 +68,7 @@ pub mod gpu;
 pub mod image;
 mod loader;
 mod memory;
+mod resume;
 mod slots;
 pub mod transforms;
 
@@ -79,4 +84,5 @@ pub use epoch::EpochIter;
 pub use error::{Error, Result};
 pub use loader::{FieldValue, Loader, LoaderBuilder, LoaderStats, Order};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
+pub use resume::{LoaderState, STATE_FORMAT_VERSION};
 pub use slots::{Attachment, SlotOutput, SlotStage};

@@ -101,6 +101,7 @@ pub struct LoaderBuilder {
     allocator: Arc<dyn SlotAllocator>,
     stage: Option<Arc<dyn SlotStage>>,
     to_device: Option<crate::gpu::ToDevice>,
+    resume: Option<crate::resume::LoaderState>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -142,7 +143,20 @@ impl LoaderBuilder {
             allocator: Arc::new(HeapAllocator),
             stage: None,
             to_device: None,
+            resume: None,
         }
+    }
+
+    /// Continue from `state` ([`crate::EpochIter::state`] or [`Loader::state`], maybe of
+    /// another process or another world size): the built loader's next [`Loader::iter`]
+    /// runs the rest of the state's epoch, later epochs run as usual. The seed is the
+    /// state's unless [`LoaderBuilder::seed`] gives one (which must then be the same).
+    /// `build` refuses a state of another file, order, seed, batch size, `drop_last` or
+    /// index list (`docs/resume.md`).
+    pub fn resume(mut self, state: crate::resume::LoaderState) -> Self {
+        self.seed = self.seed.or(Some(state.seed()));
+        self.resume = Some(state);
+        self
     }
 
     /// Where batches go: `cpu` (default) or `cuda:N`, where every output is copied to the
@@ -429,6 +443,16 @@ impl LoaderBuilder {
             }
             None => (0..num_samples).collect(),
         };
+        let mut resume = crate::resume::ResumeContext::new(
+            match &self.order {
+                Order::Sequential => Some(OrderKind::Sequential),
+                Order::Random => Some(OrderKind::Random),
+                Order::QuasiRandom => Some(OrderKind::QuasiRandom),
+                Order::Custom(_) => None,
+            },
+            distributed,
+            batch_size,
+        );
         let order: Arc<dyn TraversalOrder> = match &self.order {
             Order::Custom(o) => Arc::clone(o),
             built_in => {
@@ -461,6 +485,7 @@ impl LoaderBuilder {
             })?;
         let pool = Arc::new(pool);
         let fields = plan_fields(&reader, &self, &pool)?;
+        resume.set_pipelines(&fields);
         if fields.is_empty() {
             return Err(self.config_error("every field is disabled: a batch would be empty"));
         }
@@ -504,15 +529,25 @@ impl LoaderBuilder {
             gpu,
             counters: Counters::default(),
             live_producers: Arc::new(AtomicUsize::new(0)),
+            resume,
         };
-        Ok(Loader {
+        let state = self.resume.clone();
+        let mut loader = Loader {
             shared: Arc::new(shared),
             builder: LoaderBuilder {
                 seed: Some(seed),
+                resume: None,
                 ..self
             },
             next_epoch: 0,
-        })
+            pending: None,
+        };
+        if let Some(state) = state {
+            let (epoch, start) = crate::resume::plan(&loader.shared, &state)?;
+            loader.next_epoch = epoch;
+            loader.pending = start;
+        }
+        Ok(loader)
     }
 }
 
@@ -706,6 +741,8 @@ pub(crate) struct Shared {
     pub(crate) gpu: Option<crate::gpu::GpuStage>,
     pub(crate) counters: Counters,
     pub(crate) live_producers: Arc<AtomicUsize>,
+    /// What a [`crate::LoaderState`] records of this loader.
+    pub(crate) resume: crate::resume::ResumeContext,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -772,6 +809,8 @@ pub struct Loader {
     pub(crate) shared: Arc<Shared>,
     builder: LoaderBuilder,
     next_epoch: u64,
+    /// Where the next epoch starts when the loader resumes a state.
+    pending: Option<crate::resume::EpochStart>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -818,9 +857,28 @@ impl Loader {
         self.next_epoch
     }
 
-    /// Sets the epoch the next [`Loader::iter`] runs (to resume a run).
+    /// Sets the epoch the next [`Loader::iter`] runs (to resume a run); another epoch
+    /// than a resumed state's drops the position the state gave inside its epoch.
     pub fn set_next_epoch(&mut self, epoch: u64) {
+        if epoch != self.next_epoch {
+            self.pending = None;
+        }
         self.next_epoch = epoch;
+    }
+
+    /// The position between epochs: the start of [`Loader::next_epoch`], or, before the
+    /// first [`Loader::iter`] of a resumed loader, where its state resumes.
+    /// [`crate::EpochIter::state`] gives the position inside a running epoch.
+    pub fn state(&self) -> crate::resume::LoaderState {
+        match &self.pending {
+            Some(start) => crate::resume::state_at(
+                &self.shared,
+                self.next_epoch,
+                &start.earlier,
+                Some(start.skip as u64),
+            ),
+            None => crate::resume::state_at(&self.shared, self.next_epoch, &[], None),
+        }
     }
 
     /// Samples per batch.
@@ -858,7 +916,8 @@ impl Loader {
     pub fn iter(&mut self) -> EpochIter<'_> {
         let epoch = self.next_epoch;
         self.next_epoch += 1;
-        EpochIter::start(Arc::clone(&self.shared), epoch)
+        let start = self.pending.take().unwrap_or_default();
+        EpochIter::start(Arc::clone(&self.shared), epoch, start)
     }
 
     /// A loader over the samples whose field `field` satisfies `predicate` (FFCV's

@@ -52,6 +52,19 @@ pub enum Error {
         /// The length of the label column.
         labels: usize,
     },
+    /// A resumed epoch's stint does not fit the order it resumes.
+    #[error(
+        "stint {stint} of the resumed epoch ran {world_size} ranks, but the order it \
+         resumes ran {expected}"
+    )]
+    StintMismatch {
+        /// The stint's position in the epoch (0 = the first).
+        stint: usize,
+        /// The stint's world size.
+        world_size: usize,
+        /// The world size the order implies.
+        expected: usize,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -23,6 +23,8 @@
 //!   it: Sequential and Random take `with_distributed`, which pads the order to a
 //!   multiple of the world size from its start and keeps every `world_size`-th sample;
 //!   distributed Random permutes with `torch.randperm` ([`randperm`], MT19937 as ATen).
+//! - [`ElasticEpoch`], [`Pool`] and [`Stint`] resume an epoch part-way, with the same or
+//!   another number of ranks: the samples no rank consumed, split among the new ranks.
 //! - [`OrderKind`] and [`OrderSpec`] pick and build a built-in order from its name and
 //!   knobs (what a command line or a loader builder needs).
 //!
@@ -52,6 +54,7 @@
 //! ```
 
 mod distributed;
+mod elastic;
 mod error;
 mod mt19937;
 mod pcg64;
@@ -64,6 +67,7 @@ mod sequential;
 mod spec;
 
 pub use distributed::Distributed;
+pub use elastic::{ElasticEpoch, Pool, RankShare, Stint};
 pub use error::{Error, Result};
 pub use mt19937::{RANDPERM_SMALL_LIMIT, TorchMt19937, randperm};
 pub use pcg64::NumpyPcg64;

@@ -214,7 +214,11 @@ impl QuasiRandom {
 
 /// Deal groups (in the given order) to the least-loaded of `bins` bins, lowest bin on
 /// ties. Returns the bins' groups and loads.
-fn deal(sizes: &[usize], groups: Vec<usize>, bins: usize) -> (Vec<Vec<usize>>, Vec<usize>) {
+pub(crate) fn deal(
+    sizes: &[usize],
+    groups: Vec<usize>,
+    bins: usize,
+) -> (Vec<Vec<usize>>, Vec<usize>) {
     let mut dealt = vec![Vec::new(); bins];
     let mut loads = vec![0usize; bins];
     let mut heap: BinaryHeap<Reverse<(usize, usize)>> =
@@ -229,19 +233,13 @@ fn deal(sizes: &[usize], groups: Vec<usize>, bins: usize) -> (Vec<Vec<usize>>, V
     (dealt, loads)
 }
 
-impl TraversalOrder for QuasiRandom {
-    fn order(&self, epoch: u64) -> Vec<u64> {
+impl QuasiRandom {
+    /// The epoch's dealing of page groups to `world_size` ranks: the bins of groups, the
+    /// bin of each rank, and the groups in dealing order. The same on every rank: it
+    /// depends on (seed, epoch) only.
+    fn deal_epoch(&self, epoch: u64, world_size: usize) -> (Vec<Vec<usize>>, Vec<u64>, Vec<usize>) {
         let [seed_lo, seed_hi] = split(self.seed);
         let [epoch_lo, epoch_hi] = split(epoch);
-        let Some(share) = self.distributed else {
-            let mut rng = stream(&[STREAM_WALK, seed_lo, seed_hi, epoch_lo, epoch_hi]);
-            let all: Vec<usize> = (0..self.num_groups()).collect();
-            return self.walk(&all, &mut rng);
-        };
-        let world_size = share.distributed.world_size();
-        let rank = share.distributed.rank();
-
-        // The same dealing on every rank: it depends on (seed, epoch) only.
         let mut dealer = stream(&[STREAM_DEAL, seed_lo, seed_hi, epoch_lo, epoch_hi]);
         let mut groups: Vec<usize> = dealer
             .permutation(self.num_groups())
@@ -252,8 +250,20 @@ impl TraversalOrder for QuasiRandom {
         groups.sort_by_key(|&g| Reverse(sizes[g]));
         let (bins, _) = deal(&sizes, groups.clone(), world_size);
         let bin_of_rank = dealer.permutation(world_size);
-        let my_bin = bin_of_rank[rank] as usize;
+        (bins, bin_of_rank, groups)
+    }
 
+    /// Rank `rank`'s walk over its own pages, before any padding.
+    fn rank_walk(
+        &self,
+        epoch: u64,
+        rank: usize,
+        bins: &[Vec<usize>],
+        bin_of_rank: &[u64],
+    ) -> Vec<u64> {
+        let [seed_lo, seed_hi] = split(self.seed);
+        let [epoch_lo, epoch_hi] = split(epoch);
+        let my_bin = bin_of_rank[rank] as usize;
         let [rank_lo, rank_hi] = split(rank as u64);
         let mut rng = stream(&[
             STREAM_RANK,
@@ -264,7 +274,37 @@ impl TraversalOrder for QuasiRandom {
             rank_lo,
             rank_hi,
         ]);
-        let mut order = self.walk(&bins[my_bin], &mut rng);
+        self.walk(&bins[my_bin], &mut rng)
+    }
+
+    /// The walk of every rank of the configured world in `epoch`, before padding (one
+    /// walk, the whole order, without distributed mode). What an elastic resume needs to
+    /// know which samples each old rank held.
+    pub(crate) fn own_walks(&self, epoch: u64) -> Vec<Vec<u64>> {
+        let Some(share) = self.distributed else {
+            return vec![self.order(epoch)];
+        };
+        let world_size = share.distributed.world_size();
+        let (bins, bin_of_rank, _) = self.deal_epoch(epoch, world_size);
+        (0..world_size)
+            .map(|rank| self.rank_walk(epoch, rank, &bins, &bin_of_rank))
+            .collect()
+    }
+}
+
+impl TraversalOrder for QuasiRandom {
+    fn order(&self, epoch: u64) -> Vec<u64> {
+        let Some(share) = self.distributed else {
+            let [seed_lo, seed_hi] = split(self.seed);
+            let [epoch_lo, epoch_hi] = split(epoch);
+            let mut rng = stream(&[STREAM_WALK, seed_lo, seed_hi, epoch_lo, epoch_hi]);
+            let all: Vec<usize> = (0..self.num_groups()).collect();
+            return self.walk(&all, &mut rng);
+        };
+        let world_size = share.distributed.world_size();
+        let rank = share.distributed.rank();
+        let (bins, bin_of_rank, groups) = self.deal_epoch(epoch, world_size);
+        let mut order = self.rank_walk(epoch, rank, &bins, &bin_of_rank);
         let target = share.samples_per_rank;
         if order.len() < target {
             tracing::debug!(

@@ -16,6 +16,11 @@
 //! every batch of the epoch; both 0 without a GPU stage); plus the process's
 //! `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it to read
 //! every byte.
+//!
+//! Resuming: `--resume STATE.json` continues a saved loader state (the first epoch run is
+//! the rest of the state's epoch); `--stop-after N --save-state STATE.json` consumes N
+//! batches of the first epoch (fewer if it ends first), writes the loader state and
+//! reports the epoch, the batches and the sample ids consumed, without timing anything.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -122,6 +127,20 @@ pub struct BenchArgs {
     /// loader's GPU stage (each batch waited for on the host before the next).
     #[arg(long, default_value = "cpu")]
     pub device: ffcv::gpu::DeviceSpec,
+
+    /// Continue from a loader state written by --save-state (the same file, order, seed,
+    /// batch size and drop-last; any workers, cache, world size).
+    #[arg(long, value_name = "STATE.json")]
+    pub resume: Option<PathBuf>,
+
+    /// Consume N batches of the first epoch, write the loader state to --save-state and
+    /// stop (no timed epochs).
+    #[arg(long, value_name = "N", requires = "save_state")]
+    pub stop_after: Option<u64>,
+
+    /// Where --stop-after writes the loader state.
+    #[arg(long, value_name = "STATE.json", requires = "stop_after")]
+    pub save_state: Option<PathBuf>,
 }
 
 /// One timed epoch.
@@ -291,7 +310,53 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
     for d in &args.decoder {
         b = b.decoder(d.field.clone(), d.choice.clone());
     }
+    if let Some(path) = &args.resume {
+        b = b.resume(crate::state_file::read(path)?);
+    }
     Ok(b.build()?)
+}
+
+/// `--stop-after N --save-state PATH`: consumes up to N batches of the next epoch, writes
+/// the state after them and reports what was consumed.
+fn stop_and_save(
+    loader: &mut Loader,
+    args: &BenchArgs,
+    stop_after: u64,
+    path: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let epoch = loader.next_epoch();
+    let mut ids = Vec::new();
+    let mut batches = 0u64;
+    let state = {
+        let mut it = loader.iter();
+        while batches < stop_after {
+            let Some(item) = it.next() else { break };
+            let batch = item?;
+            ids.extend_from_slice(batch.sample_ids());
+            batches += 1;
+        }
+        it.state()
+    };
+    crate::state_file::write(path, &state)?;
+    let report = json!({
+        "file": args.file.display().to_string(),
+        "epoch": epoch,
+        "batches_consumed": batches,
+        "seed": loader.seed(),
+        "state": path.display().to_string(),
+        "state_epoch": state.epoch(),
+        "sample_ids": ids,
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        println!(
+            "{}: consumed {batches} batches of epoch {epoch}; loader state written to {}",
+            args.file.display(),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Runs `ffcv bench`.
@@ -304,6 +369,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             args.batch_size
         ))
         .into());
+    }
+    if let (Some(n), Some(path)) = (args.stop_after, &args.save_state) {
+        return stop_and_save(&mut loader, args, n, path);
     }
     for _ in 0..args.warmup {
         run_epoch(&mut loader, args.touch)?;

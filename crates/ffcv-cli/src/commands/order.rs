@@ -8,6 +8,11 @@
 //! - `quasi-random`: the page-aware order with a buffer of `--buffer-pages` pages
 //!   (default `2 x --batch-size`, as FFCV); distributed too (FFCV refuses that).
 //!
+//! `--resume STATE.json` prints what this rank (`--world-size`/`--rank`, one process
+//! without them) still has to yield in the state's epoch, exactly as a loader resumed
+//! from the state (`ffcv bench --resume`, `LoaderBuilder::resume`) delivers it; the
+//! order, seed, batch size and indices must be the saved run's.
+//!
 //! `--indices FILE` restricts the order to a subset: either a JSON array of sample ids
 //! (`[3, 1, 4]`) or plain text with sample ids separated by whitespace, usually one per
 //! line. Ids may repeat (each occurrence is visited), and must be below the number of
@@ -87,6 +92,11 @@ pub struct OrderArgs {
     /// This process's rank, 0..world-size (with --world-size).
     #[arg(long, requires = "world_size")]
     pub rank: Option<u64>,
+
+    /// Print this rank's remaining order of a saved loader state's epoch (from
+    /// `ffcv bench --save-state`) instead of a whole epoch.
+    #[arg(long, value_name = "STATE.json", conflicts_with = "epoch")]
+    pub resume: Option<PathBuf>,
 }
 
 /// What can go wrong in `ffcv order` beyond opening the file.
@@ -246,6 +256,11 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         })
     });
     tracing::debug!(?spec, samples = indices.len(), "ffcv order");
+    if let Some(path) = &args.resume {
+        let state = crate::state_file::read(path)?;
+        let batch_size = to_usize("batch-size", args.batch_size)?;
+        return Ok(state.remaining_order(&reader, &spec, &indices, batch_size)?);
+    }
     let order = spec.build(indices, pages.as_ref()).map_err(order_error)?;
     Ok(order.order(args.epoch))
 }

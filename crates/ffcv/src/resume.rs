@@ -1,0 +1,691 @@
+//! Resumable epochs: [`LoaderState`], the loader's position inside an epoch (what
+//! [`crate::EpochIter::state`] and [`crate::Loader::state`] return and
+//! [`crate::LoaderBuilder::resume`] takes), the checks that refuse a state that does not
+//! fit, and the plan that turns a state into the next epoch's start.
+//!
+//! An epoch runs in *stints* (see [`traversal::Stint`]): the span run by one set of ranks.
+//! A state lists the epoch's stints with the batches each rank consumed in them; resuming
+//! with the last stint's world size continues that stint (the same batches, byte for
+//! byte), resuming with another world size starts a new stint over the samples no rank
+//! consumed. `docs/resume.md` has the guarantees and an example.
+
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use traversal::{Distributed, ElasticEpoch, OrderKind, OrderSpec, Pool, SamplePages, Stint};
+
+use beton_io::Reader;
+
+use crate::error::{Error, Result};
+use crate::loader::{FieldRunner, Shared};
+
+/// The newest state format this build writes and reads.
+pub const STATE_FORMAT_VERSION: u32 = 1;
+
+/// Where a loader is in its run: the epoch, and inside it the batches every rank has
+/// consumed, with what identifies the file, the order and the batching, so that a state
+/// that does not fit is refused instead of silently resuming something else.
+///
+/// Take it with [`crate::EpochIter::state`] (inside an epoch) or
+/// [`crate::Loader::state`] (between epochs), store it with [`LoaderState::to_json`], and
+/// give it back to [`crate::LoaderBuilder::resume`]. Each rank of a distributed job saves
+/// its own; any one of them resumes every rank, with the same or another world size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderState {
+    format_version: u32,
+    file: FileIdentity,
+    seed: u64,
+    epoch: u64,
+    order: OrderState,
+    batch_size: usize,
+    drop_last: bool,
+    indices: IndicesIdentity,
+    world_size: usize,
+    rank: usize,
+    /// The stints of `epoch` so far, oldest first; empty at the start of the epoch.
+    stints: Vec<StintState>,
+    pipelines: Vec<PipelineFingerprint>,
+}
+
+/// The file: its size and a SHA-256 of its header, field descriptors and allocation table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileIdentity {
+    size: u64,
+    tables_sha256: String,
+}
+
+/// The order and its parameters (those that decide which samples go where).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderState {
+    /// `sequential`, `random`, `quasi-random` or `custom`.
+    kind: String,
+    /// Whether the first stint ran in distributed mode (it changes Random's and
+    /// QuasiRandom's orders even with one rank).
+    distributed: bool,
+    /// QuasiRandom's buffer in pages (0 for the other orders).
+    buffer_pages: usize,
+}
+
+/// The index list: its length and a SHA-256 of its ids (little-endian u64s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndicesIdentity {
+    count: u64,
+    sha256: String,
+}
+
+/// One stint: its ranks and the batches each consumed (equal: ranks run in lockstep).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StintState {
+    world_size: usize,
+    batches_consumed: Vec<u64>,
+}
+
+/// A field's pipeline: decoder, transforms and output, hashed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PipelineFingerprint {
+    field: String,
+    sha256: String,
+}
+
+impl LoaderState {
+    /// The state as pretty-printed JSON (the format `from_json` reads).
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys: serializing cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Reads a state written by [`LoaderState::to_json`]; a corrupt or truncated text, a
+    /// missing or unknown key, or a newer format version is an error saying which.
+    pub fn from_json(text: &str) -> Result<LoaderState> {
+        let bad = |reason: String| Error::State { reason };
+        // The version first, so that a newer format is named as such rather than as a
+        // key this build does not know.
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            bad(format!(
+                "not a loader state: the JSON is corrupt or truncated ({e})"
+            ))
+        })?;
+        let version = value
+            .get("format_version")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| bad("not a loader state: no format_version".into()))?;
+        if version > u64::from(STATE_FORMAT_VERSION) {
+            return Err(bad(format!(
+                "format version {version} was written by a newer ffcv; this build reads \
+                 versions up to {STATE_FORMAT_VERSION}"
+            )));
+        }
+        let state: LoaderState = serde_json::from_value(value)
+            .map_err(|e| bad(format!("not a loader state of format {version}: {e}")))?;
+        state.check_shape()?;
+        Ok(state)
+    }
+
+    /// The format version.
+    pub fn format_version(&self) -> u32 {
+        self.format_version
+    }
+
+    /// The epoch the state is in (the next epoch to run, when no batch of it was consumed).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The seed of the orders and augmentations.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The world size of the rank that saved the state (1 without distributed mode).
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The rank that saved the state.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Batches each rank consumed in the current stint of the epoch (empty at the start
+    /// of an epoch).
+    pub fn batches_consumed(&self) -> &[u64] {
+        self.stints
+            .last()
+            .map_or(&[][..], |s| s.batches_consumed.as_slice())
+    }
+
+    /// The world sizes of the epoch's stints so far, oldest first (one entry unless the
+    /// epoch was resumed with another world size).
+    pub fn stint_world_sizes(&self) -> Vec<usize> {
+        self.stints.iter().map(|s| s.world_size).collect()
+    }
+
+    /// Checks what a state must satisfy on its own: ranks in lockstep, the saver's rank
+    /// inside its world.
+    fn check_shape(&self) -> Result<()> {
+        let bad = |reason: String| Error::State { reason };
+        if self.world_size == 0 || self.rank >= self.world_size {
+            return Err(bad(format!(
+                "rank {} of world size {} is not a rank",
+                self.rank, self.world_size
+            )));
+        }
+        for (i, stint) in self.stints.iter().enumerate() {
+            if stint.world_size == 0 || stint.batches_consumed.len() != stint.world_size {
+                return Err(bad(format!(
+                    "stint {i} lists {} ranks' batches for a world size of {}",
+                    stint.batches_consumed.len(),
+                    stint.world_size
+                )));
+            }
+            if stint
+                .batches_consumed
+                .iter()
+                .any(|&b| b != stint.batches_consumed[0])
+            {
+                return Err(bad(format!(
+                    "stint {i}: the ranks consumed different numbers of batches {:?}; \
+                     ranks of a distributed job consume in lockstep",
+                    stint.batches_consumed
+                )));
+            }
+        }
+        if let Some(last) = self.stints.last()
+            && last.world_size != self.world_size
+        {
+            return Err(bad(format!(
+                "the saving rank's world size {} is not its stint's ({})",
+                self.world_size, last.world_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The order, world and rank a loader was built with, and its state's fixed part once
+/// computed.
+pub(crate) struct ResumeContext {
+    kind: &'static str,
+    distributed: bool,
+    world_size: usize,
+    rank: usize,
+    buffer_pages: usize,
+    /// The fields' pipeline fingerprints, set when the loader is built (not read from
+    /// the fields later: a running epoch's producer holds them).
+    pipelines: Vec<PipelineFingerprint>,
+    /// The fixed part of every state of this loader (epoch 0, no stints): the hashes
+    /// are computed once, on first use.
+    template: OnceLock<LoaderState>,
+}
+
+impl ResumeContext {
+    /// For a loader with `order` (`None`: a custom order) and `distributed`.
+    pub(crate) fn new(
+        order: Option<OrderKind>,
+        distributed: Option<Distributed>,
+        batch_size: usize,
+    ) -> ResumeContext {
+        ResumeContext {
+            kind: order.map_or("custom", OrderKind::name),
+            distributed: distributed.is_some(),
+            world_size: distributed.map_or(1, |d| d.world_size()),
+            rank: distributed.map_or(0, |d| d.rank()),
+            buffer_pages: match order {
+                Some(OrderKind::QuasiRandom) => traversal::default_buffer_pages(batch_size),
+                _ => 0,
+            },
+            pipelines: Vec::new(),
+            template: OnceLock::new(),
+        }
+    }
+
+    /// Records the fingerprints of the loader's field pipelines.
+    pub(crate) fn set_pipelines(&mut self, fields: &[FieldRunner]) {
+        self.pipelines = fields
+            .iter()
+            .map(|f| {
+                let transforms: Vec<String> = f.spec.transforms.iter().map(|t| t.name()).collect();
+                let text = format!(
+                    "{}|{}|{:?}|{}|{}",
+                    f.spec.decoder.name(),
+                    transforms.join(","),
+                    f.output.shape,
+                    f.output.dtype.descr(),
+                    f.output.row_bytes
+                );
+                PipelineFingerprint {
+                    field: f.output.name.clone(),
+                    sha256: hex(&Sha256::digest(text.as_bytes())),
+                }
+            })
+            .collect();
+    }
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The fixed part of a state (epoch 0, no stints) of a loader over `reader` and
+/// `indices`. O(samples): it hashes the file's tables and the index list.
+fn fixed_part(
+    reader: &Reader,
+    indices: &[u64],
+    seed: u64,
+    batch_size: usize,
+    drop_last: bool,
+    ctx: &ResumeContext,
+    pipelines: Vec<PipelineFingerprint>,
+) -> LoaderState {
+    let bytes = reader.bytes();
+    let mut tables = Sha256::new();
+    // The header and field descriptors run up to the metadata; the allocation table
+    // from its pointer to the end. The reader checked both ranges when it opened.
+    let descriptors_end = usize::try_from(reader.layout().metadata_offset).unwrap_or(usize::MAX);
+    let table_start = usize::try_from(reader.header().alloc_table_ptr).unwrap_or(usize::MAX);
+    tables.update(bytes.get(..descriptors_end).unwrap_or(bytes));
+    tables.update(bytes.get(table_start..).unwrap_or_default());
+    let mut ids = Sha256::new();
+    for &i in indices {
+        ids.update(i.to_le_bytes());
+    }
+    LoaderState {
+        format_version: STATE_FORMAT_VERSION,
+        file: FileIdentity {
+            size: reader.file_size(),
+            tables_sha256: hex(&tables.finalize()),
+        },
+        seed,
+        epoch: 0,
+        order: OrderState {
+            kind: ctx.kind.to_owned(),
+            distributed: ctx.distributed,
+            buffer_pages: ctx.buffer_pages,
+        },
+        batch_size,
+        drop_last,
+        indices: IndicesIdentity {
+            count: indices.len() as u64,
+            sha256: hex(&ids.finalize()),
+        },
+        world_size: ctx.world_size,
+        rank: ctx.rank,
+        stints: Vec::new(),
+        pipelines,
+    }
+}
+
+/// The fixed part of `shared`'s states, computed on first use.
+fn template(shared: &Shared) -> &LoaderState {
+    shared.resume.template.get_or_init(|| {
+        fixed_part(
+            &shared.reader,
+            &shared.indices,
+            shared.seed,
+            shared.batch_size,
+            shared.drop_last,
+            &shared.resume,
+            shared.resume.pipelines.clone(),
+        )
+    })
+}
+
+/// One stint of an epoch as an iterator knows it: world size and batches consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StintRecord {
+    world_size: usize,
+    batches: u64,
+}
+
+/// How an epoch starts: the ordinary order from its first batch, or a resumed position.
+#[derive(Debug, Default)]
+pub(crate) struct EpochStart {
+    /// This rank's order for the stint; `None`: the loader's own order of the epoch.
+    pub(crate) order: Option<Vec<u64>>,
+    /// Batches of the stint this rank consumed before the iterator starts.
+    pub(crate) skip: usize,
+    /// The epoch's stints before the current one.
+    pub(crate) earlier: Vec<StintRecord>,
+}
+
+/// The state of `shared`'s loader in `epoch`, after `earlier` stints and `consumed`
+/// batches of the current one (no stint at all when `consumed` is `None`: the start of
+/// the epoch). O(world size + stints + fields): the fixed part is computed once.
+pub(crate) fn state_at(
+    shared: &Shared,
+    epoch: u64,
+    earlier: &[StintRecord],
+    consumed: Option<u64>,
+) -> LoaderState {
+    let mut state = template(shared).clone();
+    state.epoch = epoch;
+    let world_size = shared.resume.world_size;
+    state.stints = earlier
+        .iter()
+        .map(|s| StintState {
+            world_size: s.world_size,
+            batches_consumed: vec![s.batches; s.world_size],
+        })
+        .chain(consumed.map(|batches| StintState {
+            world_size,
+            batches_consumed: vec![batches; world_size],
+        }))
+        .collect();
+    state
+}
+
+/// Batches of a rank's order of `samples` samples.
+fn batches_of(samples: usize, batch_size: usize, drop_last: bool) -> usize {
+    if drop_last {
+        samples / batch_size
+    } else {
+        samples.div_ceil(batch_size)
+    }
+}
+
+/// What a state is resumed into: a loader, or just its order (`ffcv order --resume`).
+struct Target<'a> {
+    reader: &'a Reader,
+    indices: &'a [u64],
+    batch_size: usize,
+    drop_last: bool,
+    ctx: &'a ResumeContext,
+    /// Samples per epoch of the target's own order on this rank.
+    samples_per_epoch: usize,
+    /// The target's own fixed part of a state.
+    mine: &'a LoaderState,
+    /// Whether to compare pipelines (a loader has them, an order does not).
+    pipelines: bool,
+}
+
+/// Checks `state` against `shared`'s loader and works out where its epoch resumes.
+/// Returns the epoch and its start (`None`: the state is at the start of its epoch).
+pub(crate) fn plan(shared: &Shared, state: &LoaderState) -> Result<(u64, Option<EpochStart>)> {
+    let target = Target {
+        reader: &shared.reader,
+        indices: &shared.indices,
+        batch_size: shared.batch_size,
+        drop_last: shared.drop_last,
+        ctx: &shared.resume,
+        samples_per_epoch: shared.order.samples_per_epoch(),
+        mine: template(shared),
+        pipelines: true,
+    };
+    plan_for(&target, state)
+}
+
+impl LoaderState {
+    /// The sample ids that rank `spec.distributed` (one process when `None`) still
+    /// yields in the state's epoch, as a loader over `reader` with this order, index
+    /// list and `batch_size` resumed from this state would deliver them (after its
+    /// consumed batches, without a dropped last batch). Refuses a state that does not fit
+    /// as [`crate::LoaderBuilder::resume`] does. What `ffcv order --resume` prints.
+    pub fn remaining_order(
+        &self,
+        reader: &Reader,
+        spec: &OrderSpec,
+        indices: &[u64],
+        batch_size: usize,
+    ) -> Result<Vec<u64>> {
+        let mut ctx = ResumeContext::new(Some(spec.kind), spec.distributed, batch_size);
+        if spec.kind == OrderKind::QuasiRandom {
+            ctx.buffer_pages = spec.buffer_pages;
+        }
+        let pages = (spec.kind == OrderKind::QuasiRandom).then(|| page_map(reader));
+        let own = spec.build(indices.to_vec(), pages.as_ref())?;
+        let mine = fixed_part(
+            reader,
+            indices,
+            spec.seed,
+            batch_size,
+            self.drop_last,
+            &ctx,
+            Vec::new(),
+        );
+        let target = Target {
+            reader,
+            indices,
+            batch_size,
+            drop_last: self.drop_last,
+            ctx: &ctx,
+            samples_per_epoch: own.samples_per_epoch(),
+            mine: &mine,
+            pipelines: false,
+        };
+        let (epoch, start) = plan_for(&target, self)?;
+        let start = start.unwrap_or_default();
+        let order = start.order.unwrap_or_else(|| own.order(epoch));
+        // What the loader delivers: whole batches (and a last partial one unless
+        // drop_last), from the first batch not consumed.
+        let kept = batches_of(order.len(), batch_size, self.drop_last)
+            .saturating_mul(batch_size)
+            .min(order.len());
+        let from = start.skip.saturating_mul(batch_size).min(kept);
+        Ok(order[from..kept].to_vec())
+    }
+}
+
+fn page_map(reader: &Reader) -> SamplePages {
+    let map = reader.page_map();
+    SamplePages::from_fn(reader.num_samples(), |s| {
+        map.pages_of_sample(s).first().copied()
+    })
+}
+
+fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<EpochStart>)> {
+    let refuse = |reason: String| Error::Resume {
+        path: target.reader.path().to_owned(),
+        reason,
+    };
+    if state.format_version > STATE_FORMAT_VERSION {
+        return Err(refuse(format!(
+            "format version {} was written by a newer ffcv; this build reads versions up \
+             to {STATE_FORMAT_VERSION}",
+            state.format_version
+        )));
+    }
+    state.check_shape()?;
+    let mine = target.mine;
+    if state.file != mine.file {
+        return Err(refuse(format!(
+            "the state is from another file ({} bytes, tables sha256 {}); this file has {} \
+             bytes, tables sha256 {}",
+            state.file.size, state.file.tables_sha256, mine.file.size, mine.file.tables_sha256
+        )));
+    }
+    if state.order.kind != mine.order.kind {
+        return Err(refuse(format!(
+            "the state was saved with order {}, this loader uses order {}",
+            state.order.kind, mine.order.kind
+        )));
+    }
+    if state.seed != mine.seed {
+        return Err(refuse(format!(
+            "the state was saved with seed {}, this loader uses seed {} (leave the seed \
+             unset to take the state's)",
+            state.seed, mine.seed
+        )));
+    }
+    if state.batch_size != mine.batch_size {
+        return Err(refuse(format!(
+            "the state was saved with batch size {}, this loader uses {}",
+            state.batch_size, mine.batch_size
+        )));
+    }
+    if state.drop_last != mine.drop_last {
+        return Err(refuse(format!(
+            "the state was saved with drop_last {}, this loader uses {}",
+            state.drop_last, mine.drop_last
+        )));
+    }
+    if state.order.buffer_pages != mine.order.buffer_pages {
+        return Err(refuse(format!(
+            "the state's QuasiRandom buffer is {} pages, this loader's is {}",
+            state.order.buffer_pages, mine.order.buffer_pages
+        )));
+    }
+    if state.indices != mine.indices {
+        return Err(refuse(format!(
+            "the state was saved over other indices ({} ids, sha256 {}); this loader has \
+             {} ids, sha256 {}",
+            state.indices.count, state.indices.sha256, mine.indices.count, mine.indices.sha256
+        )));
+    }
+    if target.pipelines && state.pipelines != mine.pipelines {
+        // The order and the batches do not depend on the pipelines, so the resume is
+        // exact in which samples come; their values may differ from the saved run's.
+        tracing::warn!(
+            saved = ?state.pipelines,
+            now = ?mine.pipelines,
+            "resuming with other pipelines than the state was saved with: the same samples \
+             come, decoded differently"
+        );
+    }
+    let Some(last) = state.stints.last() else {
+        return Ok((state.epoch, None));
+    };
+    let b = target.batch_size;
+    let ctx = target.ctx;
+    let records: Vec<StintRecord> = state
+        .stints
+        .iter()
+        .map(|s| StintRecord {
+            world_size: s.world_size,
+            batches: s.batches_consumed[0],
+        })
+        .collect();
+    let to_usize = |batches: u64| usize::try_from(batches).unwrap_or(usize::MAX);
+    let consumed_samples = |s: &StintRecord| to_usize(s.batches).saturating_mul(b);
+
+    // The same world as the only stint, in the same mode: continue the ordinary order.
+    if state.stints.len() == 1
+        && last.world_size == ctx.world_size
+        && state.order.distributed == ctx.distributed
+    {
+        let total = batches_of(target.samples_per_epoch, b, target.drop_last);
+        let skip = to_usize(records[0].batches);
+        if skip > total {
+            return Err(refuse(format!(
+                "the state says each rank consumed {skip} batches of epoch {}, which has \
+                 only {total}",
+                state.epoch
+            )));
+        }
+        return Ok((
+            state.epoch,
+            Some(EpochStart {
+                order: None,
+                skip,
+                earlier: Vec::new(),
+            }),
+        ));
+    }
+    let kind: OrderKind = state.order.kind.parse().map_err(|_| {
+        refuse(format!(
+            "a {} order cannot be resumed with another world size or mode (saved by {} \
+             ranks, resumed by {})",
+            state.order.kind, last.world_size, ctx.world_size
+        ))
+    })?;
+    let first_world = if state.order.distributed {
+        Some(Distributed::new(records[0].world_size, 0)?)
+    } else {
+        None
+    };
+    let spec = OrderSpec {
+        kind,
+        seed: state.seed,
+        distributed: first_world,
+        buffer_pages: state.order.buffer_pages,
+    };
+    let pages = (kind == OrderKind::QuasiRandom).then(|| page_map(target.reader));
+    let epoch = ElasticEpoch {
+        spec: &spec,
+        indices: target.indices,
+        pages: pages.as_ref(),
+        epoch: state.epoch,
+    };
+    if !state.order.distributed && records[0].world_size != 1 {
+        return Err(refuse(format!(
+            "stint 0 ran {} ranks without distributed mode",
+            records[0].world_size
+        )));
+    }
+    // Every stint's consumption must fit its share.
+    let mut pool: Option<Pool> = None;
+    for (i, s) in records.iter().enumerate() {
+        let per_rank = match &pool {
+            None => epoch.first_share(0)?.order.len(),
+            Some(p) => p.samples_per_rank(s.world_size, pages.as_ref())?,
+        };
+        let total = batches_of(per_rank, b, target.drop_last);
+        if to_usize(s.batches) > total {
+            return Err(refuse(format!(
+                "the state says each rank consumed {} batches in stint {i} of epoch {}, \
+                 which had only {total}",
+                s.batches, state.epoch
+            )));
+        }
+        if i + 1 < records.len() {
+            pool = Some(match pool {
+                None => epoch.pool_after(&[Stint {
+                    world_size: s.world_size,
+                    consumed: consumed_samples(s),
+                }])?,
+                Some(p) => p.after(s.world_size, consumed_samples(s), pages.as_ref())?,
+            });
+        }
+    }
+    let stints: Vec<Stint> = records
+        .iter()
+        .map(|s| Stint {
+            world_size: s.world_size,
+            consumed: consumed_samples(s),
+        })
+        .collect();
+    let (share, skip, earlier) = if last.world_size == ctx.world_size {
+        // Continue the last stint: its split, after the batches it consumed. The first
+        // stint's split is the ordinary order (here in the saver's mode).
+        let k = records.len() - 1;
+        let share = if k == 0 {
+            epoch.first_share(ctx.rank)?
+        } else {
+            epoch
+                .pool_after(&stints[..k])?
+                .share(ctx.world_size, ctx.rank, pages.as_ref())?
+        };
+        (share, to_usize(records[k].batches), records[..k].to_vec())
+    } else {
+        let pool = epoch.pool_after(&stints)?;
+        (
+            pool.share(ctx.world_size, ctx.rank, pages.as_ref())?,
+            0,
+            records,
+        )
+    };
+    tracing::debug!(
+        epoch = state.epoch,
+        stints = earlier.len() + 1,
+        world_size = ctx.world_size,
+        rank = ctx.rank,
+        samples = share.order.len(),
+        own = share.own,
+        skip,
+        "resuming an epoch elastically"
+    );
+    Ok((
+        state.epoch,
+        Some(EpochStart {
+            order: Some(share.order),
+            skip,
+            earlier,
+        }),
+    ))
+}
