@@ -49,11 +49,12 @@ pub struct BenchArgs {
     pub file: PathBuf,
 
     /// Samples per batch.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
     pub batch_size: u64,
 
     /// Decoding threads; -1 = the CPUs this process may use.
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true,
+          value_parser = crate::numeric_flags::num_workers)]
     pub num_workers: i64,
 
     /// The traversal order.
@@ -69,7 +70,7 @@ pub struct BenchArgs {
     pub seed: Option<u64>,
 
     /// Batches prepared ahead of the consumer.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = crate::numeric_flags::batches_ahead::<u64>())]
     pub batches_ahead: u64,
 
     /// Keep the final partial batch.
