@@ -55,12 +55,12 @@ pub struct DoctorArgs {
     /// The .beton file.
     pub file: PathBuf,
 
-    /// Samples per batch (kept fixed while measuring).
+    /// Samples per batch, 1 to 2^20 (kept fixed while measuring).
     #[arg(long, default_value_t = 512, value_parser = numeric_flags::batch_size::<usize>())]
     pub batch_size: usize,
 
-    /// Pipeline threads to start from (-1 = CPUs in the affinity mask); default: one per
-    /// physical core.
+    /// Pipeline threads to start from (-1 = CPUs in the affinity mask, else 1 to 1024);
+    /// default: one per physical core.
     #[arg(long, allow_hyphen_values = true, value_parser = numeric_flags::num_workers)]
     pub num_workers: Option<i64>,
 
@@ -76,7 +76,7 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
-    /// Queue depth to start from.
+    /// Queue depth to start from (1 to 1024).
     #[arg(long, value_parser = numeric_flags::batches_ahead::<usize>())]
     pub batches_ahead: Option<usize>,
 
@@ -115,7 +115,7 @@ pub struct DoctorArgs {
     #[arg(long, default_value = "cpu")]
     pub device: ffcv::gpu::DeviceSpec,
 
-    /// Seconds all measurements together may take.
+    /// Seconds all measurements together may take (above 0, at most a week).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0,
           value_parser = numeric_flags::time_budget_seconds)]
     pub time_budget: f64,

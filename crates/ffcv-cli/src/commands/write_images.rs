@@ -59,7 +59,7 @@ pub struct ImageFolderArgs {
     /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
     #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
     pub page_size: u64,
-    /// Writer threads (default: the CPUs available).
+    /// Writer threads, 1 to 1024 (default: the CPUs available).
     #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
     pub workers: Option<usize>,
 }
