@@ -195,6 +195,144 @@ impl DType {
     }
 }
 
+/// NumPy's type names (`np.dtype("float32")`), as NumPy 1.26 on a 64-bit Linux machine
+/// reads them (`long` and `int` are 8 bytes there, `longdouble` 16).
+const NUMPY_NAMES: &[(&str, DTypeKind, u64)] = &[
+    ("bool", DTypeKind::Bool, 1),
+    ("bool_", DTypeKind::Bool, 1),
+    ("bool8", DTypeKind::Bool, 1),
+    ("int8", DTypeKind::Int, 1),
+    ("byte", DTypeKind::Int, 1),
+    ("int16", DTypeKind::Int, 2),
+    ("short", DTypeKind::Int, 2),
+    ("int32", DTypeKind::Int, 4),
+    ("intc", DTypeKind::Int, 4),
+    ("int64", DTypeKind::Int, 8),
+    ("int", DTypeKind::Int, 8),
+    ("int_", DTypeKind::Int, 8),
+    ("int0", DTypeKind::Int, 8),
+    ("intp", DTypeKind::Int, 8),
+    ("long", DTypeKind::Int, 8),
+    ("longlong", DTypeKind::Int, 8),
+    ("uint8", DTypeKind::UInt, 1),
+    ("ubyte", DTypeKind::UInt, 1),
+    ("uint16", DTypeKind::UInt, 2),
+    ("ushort", DTypeKind::UInt, 2),
+    ("uint32", DTypeKind::UInt, 4),
+    ("uintc", DTypeKind::UInt, 4),
+    ("uint64", DTypeKind::UInt, 8),
+    ("uint", DTypeKind::UInt, 8),
+    ("uint0", DTypeKind::UInt, 8),
+    ("uintp", DTypeKind::UInt, 8),
+    ("ulong", DTypeKind::UInt, 8),
+    ("ulonglong", DTypeKind::UInt, 8),
+    ("float16", DTypeKind::Float, 2),
+    ("half", DTypeKind::Float, 2),
+    ("float32", DTypeKind::Float, 4),
+    ("single", DTypeKind::Float, 4),
+    ("float64", DTypeKind::Float, 8),
+    ("float", DTypeKind::Float, 8),
+    ("float_", DTypeKind::Float, 8),
+    ("double", DTypeKind::Float, 8),
+    ("float128", DTypeKind::Float, 16),
+    ("longdouble", DTypeKind::Float, 16),
+    ("complex64", DTypeKind::Complex, 8),
+    ("csingle", DTypeKind::Complex, 8),
+    ("complex128", DTypeKind::Complex, 16),
+    ("complex", DTypeKind::Complex, 16),
+    ("cdouble", DTypeKind::Complex, 16),
+    ("complex256", DTypeKind::Complex, 32),
+    ("clongdouble", DTypeKind::Complex, 32),
+];
+
+/// NumPy's one-character type codes (`np.dtype("d")`), on a 64-bit Linux machine. Note that
+/// `b` alone is `int8` (bool is `?`), while `b1` is bool.
+fn numpy_char_code(code: char) -> Option<(DTypeKind, u64)> {
+    Some(match code {
+        '?' => (DTypeKind::Bool, 1),
+        'b' => (DTypeKind::Int, 1),
+        'B' => (DTypeKind::UInt, 1),
+        'h' => (DTypeKind::Int, 2),
+        'H' => (DTypeKind::UInt, 2),
+        'i' => (DTypeKind::Int, 4),
+        'I' => (DTypeKind::UInt, 4),
+        'l' | 'q' | 'p' => (DTypeKind::Int, 8),
+        'L' | 'Q' | 'P' => (DTypeKind::UInt, 8),
+        'e' => (DTypeKind::Float, 2),
+        'f' => (DTypeKind::Float, 4),
+        'd' => (DTypeKind::Float, 8),
+        'g' => (DTypeKind::Float, 16),
+        'F' => (DTypeKind::Complex, 8),
+        'D' => (DTypeKind::Complex, 16),
+        'G' => (DTypeKind::Complex, 32),
+        _ => return None,
+    })
+}
+
+impl DType {
+    /// Parses a dtype the way `numpy.dtype(name)` reads a string a user types: a type name
+    /// (`float32`, `double`, `uint8`, `bool`, `half`, `int`, `complex64`, `datetime64[ns]`,
+    /// ...), a one-character code with an optional byte order (`d`, `?`, `<f`, `>i`), or a
+    /// type string with an optional byte order (`f4`, `<f4`, `=f4`, `>f8`, `|u1`, `b1`,
+    /// `M8[ns]`, `S10`). `=` and no byte order mean this machine's order, little-endian.
+    ///
+    /// The result is what `dtype.descr` reports, so a file written with it stores exactly the
+    /// descriptor FFCV would (`float32` and `f4` both give `"<f4"`; `uint8` gives `"|u1"`).
+    /// Zero-sized types (`S`, `U0`) and `object` are refused: an FFCV array cannot hold them.
+    ///
+    /// ```
+    /// use beton_io::DType;
+    /// for name in ["float32", "f4", "<f4", "=f4", "single", "f"] {
+    ///     assert_eq!(DType::from_numpy_name(name).unwrap().descr(), "<f4");
+    /// }
+    /// assert_eq!(DType::from_numpy_name("uint8").unwrap().descr(), "|u1");
+    /// assert_eq!(DType::from_numpy_name("?").unwrap().descr(), "|b1");
+    /// assert!(DType::from_numpy_name("float33").is_err());
+    /// ```
+    pub fn from_numpy_name(name: &str) -> Result<DType, String> {
+        let refuse = || {
+            format!(
+                "{name:?} is not a numpy dtype this format can store \
+                 (examples: float32, f4, <f4, >f8, int16, i2, uint8, |u1, bool, ?, float16)"
+            )
+        };
+        // Names take no byte order in NumPy (`<float32` is an error there too).
+        if let Some(&(_, kind, size)) = NUMPY_NAMES.iter().find(|(n, _, _)| *n == name) {
+            return DType::numeric(kind, size, ByteOrder::Little).ok_or_else(refuse);
+        }
+        for (prefix, typestr) in [("datetime64", "<M8"), ("timedelta64", "<m8")] {
+            if let Some(unit) = name.strip_prefix(prefix) {
+                return format!("{typestr}{unit}").parse().map_err(|_| refuse());
+            }
+        }
+        let (order, rest) = match name.chars().next() {
+            Some(c @ ('<' | '>' | '=' | '|')) => (c, &name[1..]),
+            _ => ('=', name),
+        };
+        let mut chars = rest.chars();
+        let (Some(first), tail) = (chars.next(), chars.as_str()) else {
+            return Err(refuse());
+        };
+        if tail.is_empty() {
+            // A one-character code; `M`/`m` alone are generic datetimes, as in NumPy.
+            if let Some((kind, size)) = numpy_char_code(first) {
+                let order = match order {
+                    '>' => ByteOrder::Big,
+                    _ => ByteOrder::Little,
+                };
+                return DType::numeric(kind, size, order).ok_or_else(refuse);
+            }
+            if first == 'M' || first == 'm' {
+                return format!("{order}{first}8").parse().map_err(|_| refuse());
+            }
+            return Err(refuse());
+        }
+        // `a5` is NumPy's old spelling of `S5`.
+        let kind = if first == 'a' { 'S' } else { first };
+        format!("{order}{kind}{tail}").parse().map_err(|_| refuse())
+    }
+}
+
 fn normalise_order(item_size: u64, order: ByteOrder) -> ByteOrder {
     if item_size == 1 {
         ByteOrder::NotApplicable
@@ -358,6 +496,105 @@ mod tests {
             "[[\"\", \"<f\u{e9}\"]]".as_bytes(),
         ] {
             assert!(DType::from_descr_json(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn numpy_spellings_give_the_descr_numpy_reports() {
+        // (what a user types, `np.dtype(that).str` in NumPy 1.26 on x86-64 Linux)
+        for (name, descr) in [
+            ("float32", "<f4"),
+            ("f4", "<f4"),
+            ("<f4", "<f4"),
+            ("=f4", "<f4"),
+            ("|f4", "<f4"),
+            (">f4", ">f4"),
+            ("single", "<f4"),
+            ("f", "<f4"),
+            ("<f", "<f4"),
+            ("float16", "<f2"),
+            ("half", "<f2"),
+            ("e", "<f2"),
+            ("f2", "<f2"),
+            ("float64", "<f8"),
+            ("float", "<f8"),
+            ("double", "<f8"),
+            ("d", "<f8"),
+            ("f8", "<f8"),
+            (">f8", ">f8"),
+            ("longdouble", "<f16"),
+            ("g", "<f16"),
+            ("int8", "|i1"),
+            ("b", "|i1"),
+            ("<b", "|i1"),
+            ("i1", "|i1"),
+            ("int16", "<i2"),
+            ("i2", "<i2"),
+            ("=i2", "<i2"),
+            ("short", "<i2"),
+            ("h", "<i2"),
+            ("int32", "<i4"),
+            ("i", "<i4"),
+            (">i", ">i4"),
+            ("intc", "<i4"),
+            ("int64", "<i8"),
+            ("i8", "<i8"),
+            ("int", "<i8"),
+            ("long", "<i8"),
+            ("l", "<i8"),
+            ("q", "<i8"),
+            ("intp", "<i8"),
+            ("uint8", "|u1"),
+            ("u1", "|u1"),
+            ("|u1", "|u1"),
+            (">u1", "|u1"),
+            ("ubyte", "|u1"),
+            ("B", "|u1"),
+            ("uint16", "<u2"),
+            ("H", "<u2"),
+            ("uint32", "<u4"),
+            ("uint64", "<u8"),
+            ("uint", "<u8"),
+            ("L", "<u8"),
+            ("bool", "|b1"),
+            ("bool_", "|b1"),
+            ("?", "|b1"),
+            ("=?", "|b1"),
+            ("b1", "|b1"),
+            ("|b1", "|b1"),
+            ("complex64", "<c8"),
+            ("F", "<c8"),
+            ("complex", "<c16"),
+            ("D", "<c16"),
+            ("c32", "<c32"),
+            ("datetime64", "<M8"),
+            ("datetime64[ns]", "<M8[ns]"),
+            ("M8[ns]", "<M8[ns]"),
+            ("M", "<M8"),
+            ("timedelta64[s]", "<m8[s]"),
+            ("<m8[s]", "<m8[s]"),
+            ("S5", "|S5"),
+            ("<S5", "|S5"),
+            ("a5", "|S5"),
+            ("U3", "<U3"),
+            (">U3", ">U3"),
+            ("V4", "|V4"),
+        ] {
+            let dtype = DType::from_numpy_name(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(dtype.descr(), descr, "{name}");
+            // What is stored parses back, strictly, to the same dtype.
+            assert_eq!(descr.parse::<DType>().unwrap(), dtype, "{name}");
+        }
+    }
+
+    #[test]
+    fn what_numpy_does_not_understand_is_refused() {
+        for name in [
+            "", "u", "i0", "u0", "f1", "b2", "i16", "Float32", "<float32", ">int16", "=double",
+            " f4", "f4 ", "float33", "object", "O", "S", "S0", "U", "V", "<", "x", "<x4",
+        ] {
+            let err = DType::from_numpy_name(name).unwrap_err();
+            assert!(err.contains("is not a numpy dtype"), "{name:?}: {err}");
         }
     }
 }

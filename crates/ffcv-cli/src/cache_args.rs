@@ -15,8 +15,8 @@ pub struct CacheArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
     pub max_memory: Option<u64>,
 
-    /// Process cache: page-reader threads (default 12).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Process cache: page-reader threads, 1 to 1024 (default 12).
+    #[arg(long, value_parser = crate::numeric_flags::threads::<u64>())]
     pub reader_threads: Option<u64>,
 
     /// Process cache: batches ahead at which a page may be fetched (default 3).

@@ -62,6 +62,15 @@ pub enum CliError {
     #[error(transparent)]
     Loader(#[from] ffcv::Error),
 
+    /// `ffcv doctor`: no configuration could be measured, so nothing is recommended.
+    #[error("{path}: no configuration could be measured, so nothing is recommended: {reason}")]
+    NothingMeasured {
+        /// The file.
+        path: PathBuf,
+        /// The first run's error.
+        reason: String,
+    },
+
     /// The options given do not fit together (exit status 2, like clap's usage errors).
     #[error("{0}")]
     Usage(String),

@@ -7,6 +7,7 @@ mod byte_size;
 mod cache_args;
 mod commands;
 mod error;
+mod numeric_flags;
 mod state_file;
 
 use std::error::Error as StdError;
@@ -56,8 +57,10 @@ fn run(cli: &Cli) -> Result<(), AnyError> {
 }
 
 fn main() -> ExitCode {
-    // Parse errors exit with status 2 (and --help/--version with 0) inside clap.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => exit_on_parse_error(&err),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FFCV_LOG")
@@ -81,6 +84,26 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `--help` and `--version` print as clap renders them (exit 0); a usage error prints as one
+/// line on stderr (exit 2), so that scripts and logs get the whole message on a line.
+fn exit_on_parse_error(err: &clap::Error) -> ! {
+    use clap::error::ErrorKind as Kind;
+    if matches!(
+        err.kind(),
+        Kind::DisplayHelp | Kind::DisplayVersion | Kind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        err.exit();
+    }
+    let rendered = err.render().to_string();
+    let line: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    eprintln!("{}", line.join(" "));
+    std::process::exit(2);
 }
 
 fn is_broken_pipe(err: &(dyn StdError + 'static)) -> bool {

@@ -264,15 +264,12 @@ fn a_measured_run_starts_from_the_rules_and_names_a_resource_with_evidence() {
     assert!(baseline["consumer_wait_seconds"].as_f64().unwrap() > 0.0);
     assert_eq!(baseline["slot_stage_seconds"].as_f64(), Some(0.0));
     assert_eq!(baseline["h2d_bytes"].as_u64(), Some(0));
-    // Every later run changes exactly one knob of the best configuration so far, except the
-    // rechecks, which measure that best configuration again.
+    // Every later trial changes exactly one knob of the best configuration so far, measures
+    // the two side by side (A/B), targets the resource named at that point, and is kept only
+    // with a gain above its spread.
     let mut best = trials[0]["knobs"].clone();
     for trial in &trials[1..] {
-        if trial["knob"] == "recheck" {
-            assert_eq!(trial["knobs"], best, "{trial}");
-            assert_eq!(trial["kept"], false);
-            continue;
-        }
+        assert_eq!(trial["reference"], best, "{trial}");
         let knobs = trial["knobs"].as_object().unwrap();
         let changed: Vec<&String> = knobs
             .iter()
@@ -280,10 +277,34 @@ fn a_measured_run_starts_from_the_rules_and_names_a_resource_with_evidence() {
             .map(|(key, _)| key)
             .collect();
         assert_eq!(changed.len(), 1, "{trial}");
-        assert_eq!(changed[0], trial["knob"].as_str().unwrap());
+        let knob = trial["knob"].as_str().unwrap();
+        assert_eq!(changed[0], knob);
+        let targets = trial["targets"].as_str().unwrap();
+        let allowed: &[&str] = match knob {
+            "num_workers" => &["cpu"],
+            "batches_ahead" => &["storage", "gpu-link"],
+            _ => &["storage"],
+        };
+        assert!(allowed.contains(&targets), "{trial}");
+        let verdict = &trial["verdict"];
+        let rates = trial["rates"].as_array().unwrap();
+        let reference_rates = trial["reference_rates"].as_array().unwrap();
+        assert!(rates.len() <= 3 && reference_rates.len() <= 3, "{trial}");
         if trial["kept"] == true {
+            assert!(rates.len() >= 2 && reference_rates.len() >= 2, "{trial}");
+            assert!(
+                verdict["gain"].as_f64().unwrap() > verdict["spread"].as_f64().unwrap(),
+                "{trial}"
+            );
             best = trial["knobs"].clone();
         }
+    }
+    for untried in report["untried"].as_array().unwrap() {
+        let because = untried["because"].as_str().unwrap();
+        assert!(
+            because == "time budget spent" || because.contains("not the scarce resource"),
+            "{untried}"
+        );
     }
     assert_eq!(report["recommended"], best);
     // A file that fits memory keeps the OS cache whatever the runs measured.
@@ -392,6 +413,103 @@ fn a_budget_too_small_for_any_schedule_reports_the_memory_guard() {
         "{}",
         report["diagnosis"]
     );
+    // Nothing ran, so nothing is recommended (the diagnosis says what budget would do).
+    assert_eq!(report["recommended"], Value::Null);
+    assert_eq!(report["command"], Value::Null);
+}
+
+#[test]
+fn a_file_of_images_of_varying_size_is_measured_with_the_training_decoder() {
+    // FFCV's own fixture: 24 JPEGs of 40 to 116 pixels a side, as ImageNet's vary.
+    let path = support::fixture("images_jpg");
+    let report = doctor_json(&[
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--time-budget",
+        "2",
+        "--json",
+    ]);
+    let facts = &report["facts"];
+    assert_eq!(
+        facts["decoder_fallbacks"][0]["decoder"],
+        "image=random-resized-crop:224x224"
+    );
+    let pipeline = facts["pipeline"][0].as_str().unwrap();
+    assert!(
+        pipeline.starts_with(
+            "image (RGBImageField): random-resized-crop:224x224 (the images vary in size \
+             (sample 0 is 61x89, sample 1 is 62x62)"
+        ),
+        "{pipeline}"
+    );
+    let baseline = &trials(&report)[0];
+    assert_eq!(baseline["error"], Value::Null, "{baseline}");
+    assert!(baseline["measurement"]["samples_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(
+        report["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("--decoder image=random-resized-crop:224x224"),
+        "{}",
+        report["command"]
+    );
+    // The text report says so among the facts.
+    let text = ffcv([
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--no-measure",
+    ]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains("measured with FFCV's training decoder random-resized-crop:224x224"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn when_nothing_can_be_measured_nothing_is_recommended_and_the_exit_status_is_1() {
+    // 100 samples never fill a batch of 512 with drop_last: every run fails.
+    let path = support::fixture("scalars");
+    let run = ffcv([
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "512",
+        "--time-budget",
+        "1",
+        "--json",
+    ]);
+    run.assert_runtime_error("no configuration could be measured, so nothing is recommended");
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["recommended"], Value::Null);
+    assert_eq!(report["command"], Value::Null);
+    assert_eq!(report["diagnosis"], Value::Null);
+    assert!(
+        trials(&report)[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no full batch of 512")
+    );
+    let text = ffcv([
+        "doctor",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "512",
+        "--time-budget",
+        "1",
+    ]);
+    assert_eq!(text.code, Some(1));
+    assert!(
+        text.stdout
+            .contains("recommended settings: none (no configuration could be measured)")
+    );
+    assert!(!text.stdout.contains("ffcv bench"), "{}", text.stdout);
 }
 
 /// Writes `samples` JPEG images of 160 to 256 pixels a side (quality 90) with a label.

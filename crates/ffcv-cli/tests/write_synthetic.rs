@@ -215,3 +215,47 @@ fn writer_failures_exit_1_and_leave_no_file() {
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn every_numpy_spelling_of_a_dtype_writes_the_descriptor_ffcv_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.beton");
+    // (what a user types, the descriptor numpy's `dtype.str` gives and FFCV stores)
+    for (typed, stored) in [
+        ("float32", "<f4"),
+        ("f4", "<f4"),
+        ("<f4", "<f4"),
+        ("=f4", "<f4"),
+        (">f4", ">f4"),
+        ("single", "<f4"),
+        ("int16", "<i2"),
+        ("i2", "<i2"),
+        ("uint8", "|u1"),
+        ("u1", "|u1"),
+        ("|u1", "|u1"),
+        ("bool", "|b1"),
+        ("?", "|b1"),
+        ("b1", "|b1"),
+        ("float16", "<f2"),
+        ("half", "<f2"),
+        ("float64", "<f8"),
+        ("double", "<f8"),
+        ("f8", "<f8"),
+        ("int64", "<i8"),
+        ("i8", "<i8"),
+    ] {
+        let run = write(&out, "ndarray", 2, &["--dtype", typed]);
+        assert_eq!(run.code, Some(0), "--dtype {typed}: {}", run.stderr);
+        let inspect = ffcv(["inspect", "--json", out.to_str().unwrap()]).json();
+        assert_eq!(inspect["fields"][1]["dtype"], stored, "--dtype {typed}");
+    }
+    for unknown in ["float33", "f1", "<float32", "object"] {
+        let run = write(&out, "ndarray", 2, &["--dtype", unknown]);
+        assert_eq!(run.code, Some(2), "--dtype {unknown}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("is not a numpy dtype"),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -53,12 +53,13 @@ pub struct BenchArgs {
     /// The .beton file.
     pub file: PathBuf,
 
-    /// Samples per batch.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Samples per batch (1 to 2^20).
+    #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
     pub batch_size: u64,
 
-    /// Decoding threads; -1 = the CPUs this process may use.
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    /// Decoding threads, 1 to 1024; -1 = the CPUs this process may use.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true,
+          value_parser = crate::numeric_flags::num_workers)]
     pub num_workers: i64,
 
     /// The traversal order.
@@ -73,8 +74,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
-    /// Batches prepared ahead of the consumer.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Batches prepared ahead of the consumer (1 to 1024).
+    #[arg(long, default_value_t = 3, value_parser = crate::numeric_flags::batches_ahead::<u64>())]
     pub batches_ahead: u64,
 
     /// Keep the final partial batch.

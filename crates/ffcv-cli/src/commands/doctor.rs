@@ -5,14 +5,23 @@
 //!    holding the file, CPUs in the affinity mask and physical cores, GPUs, batch size,
 //!    pipeline, distributed or not ([`facts`]).
 //! 2. A starting configuration from the decision rules ([`rules`]).
-//! 3. A bounded baseline from that configuration, then one knob at a time (`num_workers`,
-//!    `batches_ahead`, cache, order) with seed, batch size and pipeline fixed; a change is
-//!    kept only when it helps ([`diagnose::tune`]).
-//! 4. The scarce resource named from the best run's time breakdown ([`diagnose::diagnose`]),
-//!    with the figures as evidence, and the recommended `ffcv bench` flags.
+//! 3. A bounded baseline from that configuration, and the scarce resource named from its time
+//!    breakdown ([`diagnose::diagnose`]).
+//! 4. A/B trials of only the knobs that target that resource (`num_workers` for the CPU;
+//!    `batches_ahead`, cache and order for storage; `batches_ahead` for the GPU link), with
+//!    seed, batch size and pipeline fixed: rounds of the best configuration so far and the
+//!    candidate alternate, and a change is kept only when its median gain exceeds the spread
+//!    the trial measured ([`diagnose::tune`]).
+//! 5. The diagnosis of the best configuration, with the figures as evidence, and the
+//!    recommended `ffcv bench` flags; when no configuration could be measured, nothing is
+//!    recommended.
 //!
-//! `--time-budget SECONDS` (default 60) bounds step 3: the runs share it and each stops at
-//! its slice, whatever the file's size. `--no-measure` stops after step 2.
+//! An image field whose images vary in size cannot be batched by the default decoder
+//! (FFCV's `SimpleRGBImageDecoder`); without a `--decoder` for it, the doctor measures it
+//! with FFCV's training decoder, `random-resized-crop:224x224`, and says so in the facts.
+//!
+//! `--time-budget SECONDS` (default 60) bounds steps 3 and 4: the runs share it and each
+//! stops at its slice, whatever the file's size. `--no-measure` stops after step 2.
 
 #[path = "../doctor/diagnose.rs"]
 pub mod diagnose;
@@ -37,6 +46,7 @@ use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
 use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
 use crate::error::CliError;
+use crate::numeric_flags;
 
 /// Arguments of `ffcv doctor`: the loader knobs of `ffcv bench`, plus the budget and what the
 /// run needs.
@@ -45,13 +55,13 @@ pub struct DoctorArgs {
     /// The .beton file.
     pub file: PathBuf,
 
-    /// Samples per batch (kept fixed while measuring).
-    #[arg(long, default_value_t = 512)]
+    /// Samples per batch, 1 to 2^20 (kept fixed while measuring).
+    #[arg(long, default_value_t = 512, value_parser = numeric_flags::batch_size::<usize>())]
     pub batch_size: usize,
 
-    /// Pipeline threads to start from (-1 = CPUs in the affinity mask); default: one per
-    /// physical core.
-    #[arg(long, allow_hyphen_values = true)]
+    /// Pipeline threads to start from (-1 = CPUs in the affinity mask, else 1 to 1024);
+    /// default: one per physical core.
+    #[arg(long, allow_hyphen_values = true, value_parser = numeric_flags::num_workers)]
     pub num_workers: Option<i64>,
 
     /// The order to start from; default: the decision rules' choice.
@@ -66,8 +76,8 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
-    /// Queue depth to start from.
-    #[arg(long)]
+    /// Queue depth to start from (1 to 1024).
+    #[arg(long, value_parser = numeric_flags::batches_ahead::<usize>())]
     pub batches_ahead: Option<usize>,
 
     /// Keep the final partial batch.
@@ -87,7 +97,7 @@ pub struct DoctorArgs {
     pub cache: CacheArgs,
 
     /// Processes in the distributed job (1 = not distributed).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub world_size: u64,
 
     /// This process's rank in the distributed job.
@@ -105,8 +115,9 @@ pub struct DoctorArgs {
     #[arg(long, default_value = "cpu")]
     pub device: ffcv::gpu::DeviceSpec,
 
-    /// Seconds all measurements together may take.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    /// Seconds all measurements together may take (above 0, at most a week).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0,
+          value_parser = numeric_flags::time_budget_seconds)]
     pub time_budget: f64,
 
     /// The order must be the same every run (Sequential, or Random with a fixed seed).
@@ -139,19 +150,47 @@ pub struct FileFacts {
     pub pipeline: Vec<String>,
     /// Whether any image field stores JPEG (judged from the first samples).
     pub has_jpeg: bool,
+    /// Decoders the doctor chose because the default cannot serve a field, as
+    /// `FIELD=SPEC`, each with the reason.
+    pub fallbacks: Vec<(String, String)>,
 }
 
-/// Runs of the time budget set aside for rechecks of winning changes.
-const RECHECK_RESERVE: usize = 2;
+/// The decoder an image field of varying sizes is measured with: FFCV's training decoder
+/// (`RandomResizedCropRGBImageDecoder((224, 224))`, its ImageNet example's setting).
+pub const TRAINING_DECODER: &str = "random-resized-crop:224x224";
 
 /// Number of samples whose image metadata is looked at to tell raw from JPEG.
 const MODE_PROBE_SAMPLES: u64 = 64;
 
+/// A sample of an image field and its size: `(sample, height, width)`.
+type SizedSample = (u64, u16, u16);
+
+/// The first two samples of an image field whose sizes differ, or `None` when every image
+/// has one size (the rule `SimpleRGBImageDecoder` applies).
+fn varying_image_size(reader: &Reader, index: usize) -> Result<Option<[SizedSample; 2]>, CliError> {
+    let mut first = None;
+    for sample in 0..reader.num_samples() {
+        if let beton_io::FieldMetadata::RgbImage { width, height, .. } =
+            reader.metadata(sample, index)?
+        {
+            match first {
+                None => first = Some((sample, height, width)),
+                Some((s, h, w)) if (h, w) != (height, width) => {
+                    return Ok(Some([(s, h, w), (sample, height, width)]));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(None)
+}
+
 fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliError> {
     let mut pipeline = Vec::new();
     let mut has_jpeg = false;
+    let mut fallbacks = Vec::new();
     for (index, field) in reader.fields().iter().enumerate() {
-        let chosen = decoders.iter().find_map(|spec| {
+        let mut chosen = decoders.iter().find_map(|spec| {
             let (name, decoder) = spec.split_once('=')?;
             (name == field.name).then(|| decoder.to_owned())
         });
@@ -159,8 +198,24 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
             FieldType::RgbImage => "simple",
             _ => "default",
         };
+        let mut note = String::new();
+        if field.field_type == FieldType::RgbImage
+            && chosen
+                .as_deref()
+                .is_none_or(|d| d == "default" || d == "simple")
+            && let Some([(s0, h0, w0), (s1, h1, w1)]) = varying_image_size(reader, index)?
+        {
+            let because = format!(
+                "the images vary in size (sample {s0} is {h0}x{w0}, sample {s1} is {h1}x{w1}), \
+                 which the default decoder (simple) cannot batch: measured with FFCV's \
+                 training decoder {TRAINING_DECODER}"
+            );
+            note = format!(" ({because})");
+            fallbacks.push((format!("{}={TRAINING_DECODER}", field.name), because));
+            chosen = Some(TRAINING_DECODER.to_owned());
+        }
         pipeline.push(format!(
-            "{} ({}): {}",
+            "{} ({}): {}{note}",
             field.name,
             field.field_type.type_name(),
             chosen.as_deref().unwrap_or(default)
@@ -192,6 +247,7 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
         page_size: reader.page_size(),
         pipeline,
         has_jpeg,
+        fallbacks,
     })
 }
 
@@ -252,12 +308,16 @@ pub fn candidates(
 
 /// Runs `ffcv doctor`.
 pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
-    if !(args.time_budget.is_finite() && args.time_budget > 0.0) {
-        return Err(CliError::Usage(format!(
-            "--time-budget {}: expected a positive number of seconds",
-            args.time_budget
-        )));
-    }
+    // The value parser bounds it; this keeps `run` safe for arguments built another way.
+    let budget = Duration::try_from_secs_f64(args.time_budget)
+        .ok()
+        .filter(|b| !b.is_zero())
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--time-budget {}: expected a positive number of seconds",
+                args.time_budget
+            ))
+        })?;
     if args.batch_size == 0 {
         return Err(CliError::Usage(
             "--batch-size must be at least 1".to_owned(),
@@ -271,6 +331,12 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
     }
     let reader = Reader::open(&args.file)?;
     let file = file_facts(&reader, &args.decoders)?;
+    // The decoders measured and recommended: the user's, and the doctor's fallbacks.
+    let mut effective = args.clone();
+    effective
+        .decoders
+        .extend(file.fallbacks.iter().map(|(spec, _)| spec.clone()));
+    let args = &effective;
     let machine = MachineFacts::probe(&args.file);
     let needs = Needs {
         repeatable: args.repeatable,
@@ -300,15 +366,8 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         None
     } else {
         let candidates = candidates(&start, &recommendation, machine.affinity_cpus, needs);
-        let planned = 1
-            + candidates.num_workers.len()
-            + candidates.batches_ahead.len()
-            + usize::from(candidates.try_other_cache)
-            + candidates.orders.len()
-            // Room for two rechecks of a winning change (see `diagnose::tune`).
-            + RECHECK_RESERVE;
-        let budget = Duration::from_secs_f64(args.time_budget);
-        let slice = budget / planned as u32;
+        let planned = diagnose::planned_runs(&candidates);
+        let slice = budget / u32::try_from(planned).unwrap_or(u32::MAX);
         let started = Instant::now();
         // A run may start while at least half a slice is left, so the total stays near the
         // budget (each run stops at its slice; one batch may overrun it).
@@ -320,9 +379,11 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             }
             measure::measure(args, knobs, seed, slice)
         };
+        let classify = |m: &diagnose::Measurement| diagnose::diagnose(m, &memory).resource;
         Some(diagnose::tune(
             start,
             &candidates,
+            &classify,
             &mut time_left,
             &mut measure,
         ))
@@ -339,8 +400,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
                 let needed = tuning
                     .trials
                     .iter()
-                    .filter_map(|t| t.outcome.as_ref().err())
-                    .filter_map(|e| diagnose::needed_bytes(e))
+                    .filter_map(|t| t.error.as_ref()?.memory_budget_needed)
                     .min();
                 diagnose::diagnose_unmeasured(guard, needed, &memory)
             }
@@ -364,7 +424,25 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
     let mut out = stdout.lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(CliError::Stdout)
+        .map_err(CliError::Stdout)?;
+    // Nothing measured and nothing named: the report shows the errors, and the exit status
+    // says the doctor could not do its job. (A memory diagnosis without a measurement is a
+    // finding: the guard's figures say what budget would do.)
+    if let Some(tuning) = &tuning
+        && tuning.best_measurement.is_none()
+        && diagnosis.is_none()
+    {
+        let reason = tuning
+            .trials
+            .iter()
+            .find_map(|t| t.error.as_ref().map(|e| e.message.clone()))
+            .unwrap_or_else(|| "the time budget allowed no run".to_owned());
+        return Err(CliError::NothingMeasured {
+            path: args.file.clone(),
+            reason,
+        });
+    }
+    Ok(())
 }
 
 /// Everything the doctor found, for printing.
@@ -379,13 +457,17 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    /// The settings to use: the best measured, else the rules' start.
-    fn recommended(&self) -> Knobs {
-        self.tuning.map_or(self.start, |t| t.best)
+    /// The settings to use: the best measured; the rules' start with `--no-measure`; none
+    /// when measuring was asked for and no configuration could be measured.
+    fn recommended(&self) -> Option<Knobs> {
+        match self.tuning {
+            None => Some(self.start),
+            Some(t) => t.best_measurement.is_some().then_some(t.best),
+        }
     }
 
-    fn command(&self) -> String {
-        let knobs = self.recommended();
+    fn command(&self) -> Option<String> {
+        let knobs = self.recommended()?;
         let mut command = format!(
             "ffcv bench {} --batch-size {} {}",
             self.args.file.display(),
@@ -418,7 +500,7 @@ impl Report<'_> {
         if self.args.device != ffcv::gpu::DeviceSpec::Cpu {
             let _ = write!(command, " --device {}", self.args.device);
         }
-        command
+        Some(command)
     }
 
     fn to_json(&self) -> Value {
@@ -433,6 +515,10 @@ impl Report<'_> {
                 "batch_size": self.args.batch_size,
                 "pipeline": self.file.pipeline,
                 "jpeg": self.file.has_jpeg,
+                "decoder_fallbacks": self.file.fallbacks.iter().map(|(spec, because)| json!({
+                    "decoder": spec,
+                    "because": because,
+                })).collect::<Vec<_>>(),
                 "distributed": self.args.world_size > 1,
                 "world_size": self.args.world_size,
                 "rank": self.args.rank,
@@ -441,9 +527,11 @@ impl Report<'_> {
             "start": self.start.to_json(),
             "time_budget_seconds": self.args.time_budget,
             "trials": self.tuning.map(|t| t.trials.iter().map(diagnose::Trial::to_json).collect::<Vec<_>>()),
-            "skipped_trials": self.tuning.map(|t| t.skipped),
+            "untried": self.tuning.map(|t| t.untried.iter().map(diagnose::Untried::to_json).collect::<Vec<_>>()),
+            "skipped_trials": self.tuning.map(diagnose::Tuning::skipped),
+            "tuned_for": self.tuning.and_then(|t| t.resource).map(diagnose::Resource::name),
             "diagnosis": self.diagnosis.map(diagnose::Diagnosis::to_json),
-            "recommended": self.recommended().to_json(),
+            "recommended": self.recommended().map(Knobs::to_json),
             "recommended_seed": self.recommendation.seed.or(self.args.seed),
             "command": self.command(),
         })
@@ -527,28 +615,29 @@ impl Report<'_> {
         if let Some(tuning) = self.tuning {
             let _ = writeln!(
                 t,
-                "\nmeasurements (one knob at a time, time budget {} s)",
-                self.args.time_budget
+                "\nmeasurements (time budget {} s; each trial alternates up to {} rounds of the \
+                 best so far (A) and the change (B); a change is kept only when B's median \
+                 beats A's by more than the trial's spread, the larger max - min of either side)",
+                self.args.time_budget,
+                diagnose::ROUNDS
             );
             for trial in &tuning.trials {
-                let figure = match &trial.outcome {
-                    Ok(m) => format!("{:>12.0} samples/s", m.samples_per_sec),
-                    Err(e) => format!("failed: {e}"),
-                };
+                let _ = writeln!(t, "{}", trial_line(trial));
+            }
+            if let Some(resource) = tuning.resource {
                 let _ = writeln!(
                     t,
-                    "  {:<13} {:<58} {} {}",
-                    trial.knob,
-                    trial.knobs.flags(),
-                    figure,
-                    if trial.kept { "kept" } else { "" }
+                    "  each trial tried a knob that targets the scarce resource named at that \
+                     point; named from the final best: {}",
+                    resource.name()
                 );
             }
-            if tuning.skipped > 0 {
+            for untried in &tuning.untried {
                 let _ = writeln!(
                     t,
-                    "  ({} planned runs skipped: time budget spent)",
-                    tuning.skipped
+                    "  not tried     {:<50} {}",
+                    untried.knobs.flags(),
+                    untried.because
                 );
             }
         } else {
@@ -566,22 +655,84 @@ impl Report<'_> {
                 "\nscarce resource: not named (no measurement succeeded; see the errors above)"
             );
         }
-        let knobs = self.recommended();
-        let _ = writeln!(
-            t,
-            "\nrecommended settings\n  os_cache={} order={} num_workers={} batches_ahead={}{}\n  {}",
-            knobs.os_cache,
-            order_name(knobs.order),
-            knobs.num_workers,
-            knobs.batches_ahead,
-            self.recommendation
-                .seed
-                .or(self.args.seed)
-                .map_or_else(String::new, |s| format!(" seed={s}")),
-            self.command()
-        );
+        match (self.recommended(), self.command()) {
+            (Some(knobs), Some(command)) => {
+                let _ = writeln!(
+                    t,
+                    "\nrecommended settings\n  os_cache={} order={} num_workers={} batches_ahead={}{}\n  {}",
+                    knobs.os_cache,
+                    order_name(knobs.order),
+                    knobs.num_workers,
+                    knobs.batches_ahead,
+                    self.recommendation
+                        .seed
+                        .or(self.args.seed)
+                        .map_or_else(String::new, |s| format!(" seed={s}")),
+                    command
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    t,
+                    "\nrecommended settings: none (no configuration could be measured)"
+                );
+            }
+        }
         t
     }
+}
+
+/// One trial of the search as a report line: the baseline's rate, or an A/B trial's medians,
+/// rounds, gain, spread and verdict.
+fn trial_line(trial: &diagnose::Trial) -> String {
+    let rates = |rates: &[f64]| {
+        rates
+            .iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut line = format!("  {:<13} {:<50}", trial.knob, trial.knobs.flags());
+    match (&trial.verdict, &trial.error) {
+        (None, None) => {
+            if let Some(m) = trial.median_measurement() {
+                let _ = write!(line, " {:.0} samples/s", m.samples_per_sec);
+            }
+        }
+        (None, Some(e)) => {
+            let _ = write!(line, " failed: {e}");
+        }
+        (Some(v), error) => {
+            if let Some(resource) = trial.targets {
+                let _ = write!(line, " (for {})", resource.name());
+            }
+            let _ = write!(
+                line,
+                " B {:.0} [{}] vs A {:.0} [{}]: gain {:+.0}, spread {:.0} ({:.0}% of A)",
+                v.candidate_median,
+                rates(&trial.rates()),
+                v.reference_median,
+                rates(&trial.reference_rates),
+                v.gain,
+                v.spread,
+                100.0 * v.spread / v.reference_median.max(f64::MIN_POSITIVE)
+            );
+            let verdict = if trial.kept {
+                "kept".to_owned()
+            } else if let Some(e) = error {
+                format!("not kept: failed: {e}")
+            } else if v.rounds < diagnose::MIN_ROUNDS {
+                format!(
+                    "not kept: {} round(s), too few to know the spread",
+                    v.rounds
+                )
+            } else {
+                "not kept: within the spread".to_owned()
+            };
+            let _ = write!(line, " => {verdict}");
+        }
+    }
+    line
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub struct OrderArgs {
     pub epoch: u64,
 
     /// The loader's batch size; quasi-random buffers 2 x batch-size pages.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
     pub batch_size: u64,
 
     /// Quasi-random's buffer in pages (overrides 2 x --batch-size).

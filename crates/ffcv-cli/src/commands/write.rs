@@ -42,8 +42,8 @@ pub struct SyntheticArgs {
     /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`, `2097152`).
     #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
     pub page_size: u64,
-    /// Writer threads (default: the CPUs available).
-    #[arg(long)]
+    /// Writer threads, 1 to 1024 (default: the CPUs available).
+    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
     pub workers: Option<usize>,
     /// `bytes`: the mean sample length (lengths vary from half to one and a half times it).
     #[arg(long, value_parser = parse_byte_size)]
@@ -51,7 +51,8 @@ pub struct SyntheticArgs {
     /// `ndarray`: the array shape (default `3,4`); `images-raw`: HEIGHT,WIDTH (default `32,32`).
     #[arg(long, value_delimiter = ',')]
     pub shape: Option<Vec<u64>>,
-    /// `ndarray`: the numpy dtype (default `<f4`; e.g. `|u1`, `>i8`, `<f2`, `|b1`).
+    /// `ndarray`: the numpy dtype, in any spelling `numpy.dtype` accepts (default `float32`;
+    /// e.g. `f4`, `<f4`, `uint8`, `|u1`, `>i8`, `float16`, `bool`, `?`).
     #[arg(long)]
     pub dtype: Option<String>,
     /// Options of `--kind jpeg`.
@@ -122,8 +123,7 @@ fn spec(args: &SyntheticArgs) -> Result<Spec> {
         if args.kind != Kind::Ndarray {
             return Err(unused("dtype", "ndarray"));
         }
-        spec.dtype = dtype
-            .parse::<DType>()
+        spec.dtype = DType::from_numpy_name(dtype)
             .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
     }
     args.jpeg.apply(&mut spec)?;

@@ -51,7 +51,7 @@ pub struct ImageFolderArgs {
     #[arg(long, value_parser = parse_byte_size)]
     pub smart_threshold: Option<u64>,
     /// `proportion` mode: the probability that an image is stored as JPEG.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::numeric_flags::probability)]
     pub compress_probability: f64,
     /// Seed of the `proportion` mode's draws (the same seed writes the same file).
     #[arg(long, default_value_t = 0)]
@@ -59,8 +59,8 @@ pub struct ImageFolderArgs {
     /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
     #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
     pub page_size: u64,
-    /// Writer threads (default: the CPUs available).
-    #[arg(long)]
+    /// Writer threads, 1 to 1024 (default: the CPUs available).
+    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
     pub workers: Option<usize>,
 }
 

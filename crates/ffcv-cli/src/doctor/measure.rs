@@ -11,10 +11,10 @@ use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
 use super::DoctorArgs;
-use super::diagnose::{Knobs, Measurement};
+use super::diagnose::{Knobs, Measurement, RunError};
 
 /// Builds the loader `args` and `knobs` describe.
-pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, String> {
+pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, RunError> {
     let mut builder = Loader::builder(&args.file)
         .batch_size(args.batch_size)
         .num_workers(knobs.num_workers as i64)
@@ -38,13 +38,13 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
     for spec in &args.decoders {
         let (field, decoder) = spec
             .split_once('=')
-            .ok_or_else(|| format!("--decoder `{spec}`: expected FIELD=SPEC"))?;
+            .ok_or_else(|| RunError::other(format!("--decoder `{spec}`: expected FIELD=SPEC")))?;
         let choice: DecoderChoice = decoder
             .parse()
-            .map_err(|err| format!("--decoder `{spec}`: {err}"))?;
+            .map_err(|err| RunError::other(format!("--decoder `{spec}`: {err}")))?;
         builder = builder.decoder(field, choice);
     }
-    builder.build().map_err(|err| err.to_string())
+    builder.build().map_err(|err| RunError::from_loader(&err))
 }
 
 /// Measures `knobs` on the file for about `slice` of wall time (one batch may overrun it).
@@ -53,13 +53,13 @@ pub fn measure(
     knobs: &Knobs,
     seed: u64,
     slice: Duration,
-) -> Result<Measurement, String> {
+) -> Result<Measurement, RunError> {
     let mut loader = build_loader(args, knobs, seed)?;
     if loader.is_empty() {
-        return Err(format!(
+        return Err(RunError::other(format!(
             "an epoch has no full batch of {} (use --no-drop-last or a smaller --batch-size)",
             args.batch_size
-        ));
+        )));
     }
     reset_peak_rss();
     let warm_up = slice / 5;
@@ -113,7 +113,7 @@ struct Taken {
 }
 
 /// Takes batches, epoch after epoch, until `limit` has passed (at least one batch).
-fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, String> {
+fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, RunError> {
     let started = Instant::now();
     let mut taken = Taken { samples: 0 };
     loop {
@@ -122,7 +122,7 @@ fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, String> {
             let Some(batch) = epoch.next() else {
                 break;
             };
-            let batch = batch.map_err(|err| err.to_string())?;
+            let batch = batch.map_err(|err| RunError::from_loader(&err))?;
             taken.samples += batch.len() as u64;
             drop(batch);
             if started.elapsed() >= limit {
