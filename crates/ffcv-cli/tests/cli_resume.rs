@@ -56,6 +56,10 @@ fn a_state_saved_by_one_process_resumes_the_same_order_in_another() {
             .chain(["--resume", s(&state)]),
     )
     .json();
+    // Without the knobs, `order --resume` takes the order, seed and batch size from the
+    // state: the shell-script form `ffcv order FILE --resume S.json`.
+    let bare = ffcv(["order", s(&file), "--resume", s(&state)]).json();
+    assert_eq!(ids(&bare), ids(&rest));
     let whole = ffcv(["order", s(&file)].into_iter().chain(knobs)).json();
     // 40 samples in batches of 4: nothing dropped.
     let mut joined = consumed.clone();

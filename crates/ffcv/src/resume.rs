@@ -143,6 +143,21 @@ impl LoaderState {
         self.seed
     }
 
+    /// The saved run's order: `Some` for the built-in orders, `None` for a custom one.
+    pub fn order_kind(&self) -> Option<OrderKind> {
+        self.order.kind.parse().ok()
+    }
+
+    /// The saved run's batch size.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// The saved run's QuasiRandom buffer in pages (0 for the other orders).
+    pub fn buffer_pages(&self) -> usize {
+        self.order.buffer_pages
+    }
+
     /// The world size of the rank that saved the state (1 without distributed mode).
     pub fn world_size(&self) -> usize {
         self.world_size

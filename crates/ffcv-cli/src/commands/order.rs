@@ -11,7 +11,7 @@
 //! `--resume STATE.json` prints what this rank (`--world-size`/`--rank`, one process
 //! without them) still has to yield in the state's epoch, exactly as a loader resumed
 //! from the state (`ffcv bench --resume`, `LoaderBuilder::resume`) delivers it; the
-//! order, seed, batch size and indices must be the saved run's.
+//! order, seed and batch size default to the saved run's; indices must be the saved run's.
 //!
 //! `--indices FILE` restricts the order to a subset: either a JSON array of sample ids
 //! (`[3, 1, 4]`) or plain text with sample ids separated by whitespace, usually one per
@@ -53,21 +53,23 @@ pub struct OrderArgs {
     /// The .beton file.
     pub file: PathBuf,
 
-    /// The traversal order.
-    #[arg(long, value_enum, default_value = "sequential")]
-    pub order: OrderChoice,
+    /// The traversal order [default: sequential; with --resume, the saved run's].
+    #[arg(long, value_enum)]
+    pub order: Option<OrderChoice>,
 
-    /// The order's seed: epoch E of random order uses seed + E.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// The order's seed: epoch E of random order uses seed + E [default: 0; with
+    /// --resume, the saved run's].
+    #[arg(long)]
+    pub seed: Option<u64>,
 
     /// The epoch (0-based).
     #[arg(long, default_value_t = 0)]
     pub epoch: u64,
 
-    /// The loader's batch size; quasi-random buffers 2 x batch-size pages.
-    #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
-    pub batch_size: u64,
+    /// The loader's batch size; quasi-random buffers 2 x batch-size pages [default: 512;
+    /// with --resume, the saved run's].
+    #[arg(long, value_parser = crate::numeric_flags::batch_size::<u64>())]
+    pub batch_size: Option<u64>,
 
     /// Quasi-random's buffer in pages (overrides 2 x --batch-size).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -239,13 +241,35 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         ),
         _ => None,
     };
-    let buffer_pages = match args.buffer_pages {
-        Some(pages) => to_usize("buffer-pages", pages)?,
-        None => default_buffer_pages(to_usize("batch-size", args.batch_size)?),
+    // With --resume, what the command line leaves out is the saved run's.
+    let state = match &args.resume {
+        Some(path) => Some(crate::state_file::read(path)?),
+        None => None,
+    };
+    let kind: OrderKind = match (args.order, &state) {
+        (Some(choice), _) => choice.into(),
+        (None, Some(state)) => state.order_kind().unwrap_or(OrderKind::Sequential),
+        (None, None) => OrderKind::Sequential,
+    };
+    let seed = args
+        .seed
+        .or(state.as_ref().map(|s| s.seed()))
+        .unwrap_or(0);
+    let batch_size = match (args.batch_size, &state) {
+        (Some(b), _) => to_usize("batch-size", b)?,
+        (None, Some(state)) => state.batch_size(),
+        (None, None) => 512,
+    };
+    let buffer_pages = match (args.buffer_pages, &state) {
+        (Some(pages), _) => to_usize("buffer-pages", pages)?,
+        (None, Some(state)) if kind == OrderKind::QuasiRandom && state.buffer_pages() > 0 => {
+            state.buffer_pages()
+        }
+        _ => default_buffer_pages(batch_size),
     };
     let spec = OrderSpec {
-        kind: args.order.into(),
-        seed: args.seed,
+        kind,
+        seed,
         distributed,
         buffer_pages,
     };
@@ -256,9 +280,7 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         })
     });
     tracing::debug!(?spec, samples = indices.len(), "ffcv order");
-    if let Some(path) = &args.resume {
-        let state = crate::state_file::read(path)?;
-        let batch_size = to_usize("batch-size", args.batch_size)?;
+    if let Some(state) = &state {
         return Ok(state.remaining_order(&reader, &spec, &indices, batch_size)?);
     }
     let order = spec.build(indices, pages.as_ref()).map_err(order_error)?;
