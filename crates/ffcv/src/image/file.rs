@@ -1,6 +1,6 @@
 //! Reading JPEG and PNG files into RGB for `ffcv write image-folder`.
 
-use super::{ImageError, Result, RgbImage, decode_jpeg, rgb_len};
+use super::{ImageError, Result, RgbImage, decode_jpeg_accurate, rgb_len};
 use std::path::Path;
 
 /// Largest decoded image accepted from a file: 1 GiB of RGB pixels
@@ -24,7 +24,7 @@ pub fn read_image_file(path: impl AsRef<Path>) -> Result<RgbImage> {
 /// Decodes JPEG or PNG bytes (recognised by their signature) to RGB.
 pub fn read_image_bytes(bytes: &[u8]) -> Result<RgbImage> {
     if bytes.starts_with(&[0xFF, 0xD8]) {
-        decode_jpeg(bytes, MAX_DECODED_BYTES)
+        decode_jpeg_accurate(bytes, MAX_DECODED_BYTES)
     } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         decode_png(bytes)
     } else {

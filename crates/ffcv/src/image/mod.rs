@@ -21,6 +21,7 @@
 //! [`read_image_file`] for image folders and [`synthetic_image`] for
 //! generated datasets.
 
+mod accurate;
 mod crop;
 mod encode;
 mod file;
@@ -33,6 +34,7 @@ mod simd_tests;
 mod synthetic;
 mod turbo;
 
+pub use accurate::decode_jpeg_accurate;
 pub use crop::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 pub use encode::{
     EncodedImage, ImageMode, RgbImageEncoder, WriteMode, downscale_to_max_resolution,
