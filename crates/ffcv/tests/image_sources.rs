@@ -72,8 +72,7 @@ fn sixteen_bit_samples_keep_their_high_byte() {
     assert_eq!(find("chelsea_gray16.png"), find("chelsea_gray.png"));
     let pil = pil_digests();
     assert_ne!(
-        pil["c_png/chelsea_gray16.png"]["sha256"],
-        pil["c_png/chelsea_gray.png"]["sha256"],
+        pil["c_png/chelsea_gray16.png"]["sha256"], pil["c_png/chelsea_gray.png"]["sha256"],
         "Pillow's clipping should differ from the 8-bit file"
     );
 }
@@ -81,8 +80,14 @@ fn sixteen_bit_samples_keep_their_high_byte() {
 #[test]
 fn a_png_named_jpeg_is_sniffed_by_content() {
     let all = image_variants::variants();
-    let lying = all.iter().find(|v| v.name.ends_with(".JPEG")).expect("variant");
-    let rgb = all.iter().find(|v| v.name == "chelsea_rgb.png").expect("variant");
+    let lying = all
+        .iter()
+        .find(|v| v.name.ends_with(".JPEG"))
+        .expect("variant");
+    let rgb = all
+        .iter()
+        .find(|v| v.name == "chelsea_rgb.png")
+        .expect("variant");
     assert_eq!(lying.bytes, rgb.bytes);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(&lying.name);
@@ -116,7 +121,10 @@ fn a_truncated_jpeg_is_an_error_naming_the_file() {
     ))
     .expect("read");
     for end in (700..prog.len() - 2).step_by(991) {
-        assert!(read_image_bytes(&prog[..end]).is_err(), "progressive cut at {end}");
+        assert!(
+            read_image_bytes(&prog[..end]).is_err(),
+            "progressive cut at {end}"
+        );
     }
 }
 

@@ -462,7 +462,11 @@ impl<'a> Decoder<'a> {
             }
             ScanKind::Sequential
         } else {
-            let ok = if ss == 0 { se == 0 } else { se >= ss && se <= 63 && ns == 1 };
+            let ok = if ss == 0 {
+                se == 0
+            } else {
+                se >= ss && se <= 63 && ns == 1
+            };
             if !ok || ah > 13 || al > 13 {
                 return Err(self.err("bad progressive scan parameters"));
             }
@@ -634,9 +638,13 @@ impl<'a> Decoder<'a> {
                         px.copy_from_slice(&[rows[0][i], rows[1][i], rows[2][i]]);
                     }
                 }
-                ColorSpace::YCbCr => {
-                    ycc_to_rgb_row(isa, &rows[0][..width], &rows[1][..width], &rows[2][..width], out)
-                }
+                ColorSpace::YCbCr => ycc_to_rgb_row(
+                    isa,
+                    &rows[0][..width],
+                    &rows[1][..width],
+                    &rows[2][..width],
+                    out,
+                ),
                 ColorSpace::Cmyk | ColorSpace::Ycck => {
                     // libjpeg's CMYK output, then Pillow's `CMYK;I` unpack
                     // (every byte inverted). For YCCK, libjpeg's CMY are
@@ -644,7 +652,8 @@ impl<'a> Decoder<'a> {
                     // CMY are that RGB itself.
                     let k = &rows[3][..width];
                     if space == ColorSpace::Ycck {
-                        let (y0, y1, y2) = (&rows[0][..width], &rows[1][..width], &rows[2][..width]);
+                        let (y0, y1, y2) =
+                            (&rows[0][..width], &rows[1][..width], &rows[2][..width]);
                         ycc_to_rgb_row(isa, y0, y1, y2, &mut tmp);
                     } else {
                         for (i, px) in tmp.chunks_exact_mut(3).enumerate() {
@@ -655,8 +664,7 @@ impl<'a> Decoder<'a> {
                             ]);
                         }
                     }
-                    for ((px, inv), &k) in out.chunks_exact_mut(3).zip(tmp.chunks_exact(3)).zip(k)
-                    {
+                    for ((px, inv), &k) in out.chunks_exact_mut(3).zip(tmp.chunks_exact(3)).zip(k) {
                         cmyk_to_rgb(inv, 255 - k, px);
                     }
                 }
@@ -741,7 +749,11 @@ impl ScanState<'_> {
     }
 
     /// `decode_mcu_AC_first`: the first pass over bands `ss..=se`.
-    fn ac_first(&mut self, ac: &Huffman, b: &mut [i16; 64]) -> std::result::Result<(), &'static str> {
+    fn ac_first(
+        &mut self,
+        ac: &Huffman,
+        b: &mut [i16; 64],
+    ) -> std::result::Result<(), &'static str> {
         if self.eobrun > 0 {
             self.eobrun -= 1;
             return Ok(());
@@ -839,7 +851,7 @@ fn upsample_row(c: &Comp, (fh, fv): (usize, usize), y: usize, isa: Isa, dst: &mu
     let fancy = c.dw > 2;
     // The row above (even y) or below (odd y) for 2x vertical filters,
     // clamped to the real rows.
-    let near = if y % 2 == 0 {
+    let near = if y.is_multiple_of(2) {
         iy.saturating_sub(1)
     } else {
         (iy + 1).min(c.dh - 1)
@@ -848,7 +860,7 @@ fn upsample_row(c: &Comp, (fh, fv): (usize, usize), y: usize, isa: Isa, dst: &mu
         (1, 1) => dst[..c.dw].copy_from_slice(row(iy)),
         (2, 1) if fancy => h2v1_fancy(isa, row(iy), (0, c.dw), dst),
         (1, 2) => {
-            let bias = if y % 2 == 0 { 1 } else { 2 };
+            let bias = if y.is_multiple_of(2) { 1 } else { 2 };
             for ((d, &a), &b) in dst.iter_mut().zip(row(iy)).zip(row(near)) {
                 *d = ((u32::from(a) * 3 + u32::from(b) + bias) >> 2) as u8;
             }
@@ -891,7 +903,9 @@ mod tests {
     fn islow_idct_is_within_one_of_the_exact_transform() {
         let mut seed = 7u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) as i64
         };
         let q = [1i32; 64];

@@ -25,6 +25,7 @@ mod accurate;
 mod crop;
 mod encode;
 mod file;
+mod folder;
 mod jpeg;
 mod kernel;
 mod resize;
@@ -40,6 +41,7 @@ pub use encode::{
     EncodedImage, ImageMode, RgbImageEncoder, WriteMode, downscale_to_max_resolution,
 };
 pub use file::{read_image_bytes, read_image_file};
+pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use resize::{AreaResizer, resize_area_into};

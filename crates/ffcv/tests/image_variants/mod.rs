@@ -12,10 +12,7 @@ use std::path::Path;
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 
 /// The committed photographs (see their README for sources and licences).
-pub const PHOTOS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../ffcv/tests/data/photos"
-);
+pub const PHOTOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ffcv/tests/data/photos");
 
 /// One file of the folder.
 pub struct Variant {
@@ -130,18 +127,46 @@ pub fn variants() -> Vec<Variant> {
     let size = (w, h);
     let rgb = ColorType::Rgb;
     let j = |c, s| jpeg(&px, size, c, s, |_| {});
-    add("b_jpeg", "coffee_444.jpg", j(rgb, SamplingFactor::R_4_4_4), true);
-    add("b_jpeg", "coffee_422.jpg", j(rgb, SamplingFactor::R_4_2_2), true);
-    add("b_jpeg", "coffee_440.jpg", j(rgb, SamplingFactor::R_4_4_0), true);
-    add("b_jpeg", "coffee_411.jpg", j(rgb, SamplingFactor::R_4_1_1), true);
+    add(
+        "b_jpeg",
+        "coffee_444.jpg",
+        j(rgb, SamplingFactor::R_4_4_4),
+        true,
+    );
+    add(
+        "b_jpeg",
+        "coffee_422.jpg",
+        j(rgb, SamplingFactor::R_4_2_2),
+        true,
+    );
+    add(
+        "b_jpeg",
+        "coffee_440.jpg",
+        j(rgb, SamplingFactor::R_4_4_0),
+        true,
+    );
+    add(
+        "b_jpeg",
+        "coffee_411.jpg",
+        j(rgb, SamplingFactor::R_4_1_1),
+        true,
+    );
     let gray: Vec<u8> = px
         .chunks_exact(3)
-        .map(|p| ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8)
+        .map(|p| {
+            ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8
+        })
         .collect();
     add(
         "b_jpeg",
         "coffee_gray.jpg",
-        jpeg(&gray, size, ColorType::Luma, SamplingFactor::R_4_4_4, |_| {}),
+        jpeg(
+            &gray,
+            size,
+            ColorType::Luma,
+            SamplingFactor::R_4_4_4,
+            |_| {},
+        ),
         true,
     );
     add(
@@ -171,13 +196,25 @@ pub fn variants() -> Vec<Variant> {
     add(
         "b_jpeg",
         "coffee_cmyk.jpg",
-        jpeg(&cmyk, size, ColorType::Cmyk, SamplingFactor::R_4_4_4, |_| {}),
+        jpeg(
+            &cmyk,
+            size,
+            ColorType::Cmyk,
+            SamplingFactor::R_4_4_4,
+            |_| {},
+        ),
         true,
     );
     add(
         "b_jpeg",
         "coffee_ycck.jpg",
-        jpeg(&cmyk, size, ColorType::CmykAsYcck, SamplingFactor::R_4_2_0, |_| {}),
+        jpeg(
+            &cmyk,
+            size,
+            ColorType::CmykAsYcck,
+            SamplingFactor::R_4_2_0,
+            |_| {},
+        ),
         true,
     );
     // Odd sides: partial MCUs and the upsamplers' right and bottom edges.
@@ -209,14 +246,29 @@ pub fn variants() -> Vec<Variant> {
     let c8 = png::BitDepth::Eight;
     let c16 = png::BitDepth::Sixteen;
     use png::ColorType as Pc;
-    add("c_png", "chelsea_rgb.png", png(cw, ch, Pc::Rgb, c8, &cpx), true);
+    add(
+        "c_png",
+        "chelsea_rgb.png",
+        png(cw, ch, Pc::Rgb, c8, &cpx),
+        true,
+    );
     let rgba: Vec<u8> = cpx
         .chunks_exact(3)
         .enumerate()
         .flat_map(|(i, p)| [p[0], p[1], p[2], alpha(i)])
         .collect();
-    add("c_png", "chelsea_rgba.png", png(cw, ch, Pc::Rgba, c8, &rgba), true);
-    add("c_png", "chelsea_gray.png", png(cw, ch, Pc::Grayscale, c8, &cgray), true);
+    add(
+        "c_png",
+        "chelsea_rgba.png",
+        png(cw, ch, Pc::Rgba, c8, &rgba),
+        true,
+    );
+    add(
+        "c_png",
+        "chelsea_gray.png",
+        png(cw, ch, Pc::Grayscale, c8, &cgray),
+        true,
+    );
     let ga: Vec<u8> = cgray
         .iter()
         .enumerate()
@@ -232,7 +284,13 @@ pub fn variants() -> Vec<Variant> {
     add(
         "c_png",
         "chelsea_gray4.png",
-        png(cw, ch, Pc::Grayscale, png::BitDepth::Four, &pack(&g4, cw as usize, 4)),
+        png(
+            cw,
+            ch,
+            Pc::Grayscale,
+            png::BitDepth::Four,
+            &pack(&g4, cw as usize, 4),
+        ),
         true,
     );
     // 16-bit: distinct low bytes, so taking the high byte is visible.
@@ -241,7 +299,12 @@ pub fn variants() -> Vec<Variant> {
         .enumerate()
         .flat_map(|(i, &b)| [b, (i * 13 % 256) as u8])
         .collect();
-    add("c_png", "chelsea_rgb16.png", png(cw, ch, Pc::Rgb, c16, &rgb16), true);
+    add(
+        "c_png",
+        "chelsea_rgb16.png",
+        png(cw, ch, Pc::Rgb, c16, &rgb16),
+        true,
+    );
     let g16: Vec<u8> = cgray
         .iter()
         .enumerate()
@@ -256,7 +319,13 @@ pub fn variants() -> Vec<Variant> {
     // Palette: a 6x6x6 colour cube, 8-bit indices, with and without tRNS;
     // and a 16-colour 4-bit palette.
     let cube: Vec<u8> = (0..216u32)
-        .flat_map(|i| [(i / 36) as u8 * 51, (i / 6 % 6) as u8 * 51, (i % 6) as u8 * 51])
+        .flat_map(|i| {
+            [
+                (i / 36) as u8 * 51,
+                (i / 6 % 6) as u8 * 51,
+                (i % 6) as u8 * 51,
+            ]
+        })
         .collect();
     let q = |b: u8| (u32::from(b) + 25) / 51;
     let idx: Vec<u8> = cpx
@@ -266,7 +335,9 @@ pub fn variants() -> Vec<Variant> {
     add(
         "c_png",
         "chelsea_palette.png",
-        png_with(cw, ch, Pc::Indexed, c8, &idx, |e| e.set_palette(cube.clone())),
+        png_with(cw, ch, Pc::Indexed, c8, &idx, |e| {
+            e.set_palette(cube.clone())
+        }),
         true,
     );
     let trns: Vec<u8> = (0..216u32).map(|i| (i * 5 % 256) as u8).collect();
@@ -279,7 +350,9 @@ pub fn variants() -> Vec<Variant> {
         }),
         true,
     );
-    let pal16: Vec<u8> = (0..16u8).flat_map(|i| [i * 17, 255 - i * 17, i * 8]).collect();
+    let pal16: Vec<u8> = (0..16u8)
+        .flat_map(|i| [i * 17, 255 - i * 17, i * 8])
+        .collect();
     let idx4: Vec<u8> = cgray.iter().map(|&g| g >> 4).collect();
     add(
         "c_png",
@@ -305,7 +378,12 @@ pub fn variants() -> Vec<Variant> {
 
     // Unreadable: a JPEG cut in the middle of its scan.
     let cut = photo("coffee.jpg");
-    add("b_jpeg", "truncated.jpg", cut[..cut.len() * 3 / 5].to_vec(), false);
+    add(
+        "b_jpeg",
+        "truncated.jpg",
+        cut[..cut.len() * 3 / 5].to_vec(),
+        false,
+    );
     v
 }
 
