@@ -170,3 +170,59 @@ fn unsupported_jpeg_kinds_are_clear_errors() {
     let err = read_image_bytes(&sof1).unwrap_err();
     assert!(err.to_string().contains("12-bit"), "{err}");
 }
+
+#[test]
+fn damaged_jpegs_give_errors_or_pixels_never_a_panic() {
+    // Bytes flipped all over real baseline and progressive files (headers,
+    // tables, scans): the decode returns, whatever it returns.
+    for name in ["coffee.jpg", "chelsea_progressive.jpg", "rocket.jpg"] {
+        let good = std::fs::read(format!("{}/{name}", image_variants::PHOTOS)).expect("read");
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..60 {
+            let mut bad = good.clone();
+            for _ in 0..1 + round % 4 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                // Half the flips in the first 700 bytes (the headers).
+                let span = if state >> 63 == 1 { 700 } else { bad.len() };
+                let at = (state >> 20) as usize % span;
+                bad[at] ^= (state >> 8) as u8 | 1;
+            }
+            let _ = read_image_bytes(&bad);
+        }
+    }
+}
+
+#[test]
+fn an_image_folder_skips_unreadable_files_keeping_class_labels() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let photo = std::fs::read(format!("{}/chelsea.jpg", image_variants::PHOTOS)).expect("read");
+    for class in ["a", "b", "c"] {
+        std::fs::create_dir_all(root.join(class)).expect("mkdir");
+    }
+    std::fs::write(root.join("a/1.jpg"), &photo).expect("write");
+    // Class b holds only an unreadable file: its label (1) stays taken.
+    std::fs::write(root.join("b/bad.png"), b"\x89PNG\r\n\x1a\nbroken").expect("write");
+    std::fs::write(root.join("c/2.JPG"), &photo).expect("write");
+    std::fs::write(root.join("c/notes.txt"), b"text").expect("write");
+    let mut folder = ffcv::image::ImageFolder::scan(root).expect("scan");
+    assert_eq!(folder.classes(), ["a", "b", "c"]);
+    assert_eq!(folder.images().len(), 3);
+    assert_eq!(folder.non_images(), [root.join("c/notes.txt")]);
+    let skipped = folder.skip_unreadable(2).expect("skip").to_vec();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].path, root.join("b/bad.png"));
+    assert!(skipped[0].error.contains("PNG"), "{}", skipped[0].error);
+    let labels: Vec<i64> = folder.images().iter().map(|i| i.label).collect();
+    assert_eq!(labels, [0, 2]);
+    assert_eq!(folder.read(1).expect("read").width(), 451);
+    let report: Value = serde_json::from_str(&folder.report_json()).expect("json");
+    assert_eq!(report["images"], 2);
+    assert_eq!(
+        report["skipped"][0]["error"].as_str(),
+        Some(skipped[0].error.as_str())
+    );
+    assert_eq!(report["non_images"].as_array().map(Vec::len), Some(1));
+}

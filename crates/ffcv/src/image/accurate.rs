@@ -446,7 +446,13 @@ impl<'a> Decoder<'a> {
             let Some(k) = self.comps.iter().position(|c| c.id == s[0]) else {
                 return Err(self.err("scan names an unknown component"));
             };
-            *slot = (k, usize::from(s[1] >> 4), usize::from(s[1] & 15));
+            // Table ids above 3 never name a defined table; clamped here so
+            // a scan that does not use a table cannot index past the four.
+            let (td, ta) = (usize::from(s[1] >> 4), usize::from(s[1] & 15));
+            if td > 3 || ta > 3 {
+                return Err(self.err("scan names a Huffman table above 3"));
+            }
+            *slot = (k, td, ta);
         }
         let members = &members[..ns];
         let p = &seg[1 + 2 * ns..];
