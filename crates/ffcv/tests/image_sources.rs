@@ -226,3 +226,24 @@ fn an_image_folder_skips_unreadable_files_keeping_class_labels() {
     );
     assert_eq!(report["non_images"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn a_large_frame_cut_after_its_headers_is_a_truncation_error() {
+    // A real 4:2:0 file whose frame header is patched to claim 12000x12000
+    // and whose scan is cut after a few hundred bytes is a truncation error
+    // (the decoder stops at the first MCU row that runs out rather than
+    // decoding 2.25 million blocks of padding; that speed is not asserted).
+    let mut jpeg = std::fs::read(format!("{}/coffee.jpg", image_variants::PHOTOS)).expect("read");
+    let sof = jpeg
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0])
+        .expect("SOF0");
+    jpeg[sof + 5..sof + 9].copy_from_slice(&[0x2E, 0xE0, 0x2E, 0xE0]);
+    let sos = jpeg
+        .windows(2)
+        .position(|w| w == [0xFF, 0xDA])
+        .expect("SOS");
+    jpeg.truncate(sos + 400);
+    let err = read_image_bytes(&jpeg).unwrap_err();
+    assert!(err.to_string().contains("premature end"), "{err}");
+}

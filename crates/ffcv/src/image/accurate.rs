@@ -525,6 +525,11 @@ impl<'a> Decoder<'a> {
         let mut coef = [0i16; 64];
         for m in 0..mcux * mcuy {
             let (mx, my) = (m % mcux, m / mcux);
+            // A file cut short would otherwise decode padding to the last
+            // MCU (seconds for a large frame); stop at the row it ran out.
+            if mx == 0 && st.bits.overran() {
+                return Err(self.err("premature end of entropy-coded data (truncated file?)"));
+            }
             if self.restart_interval > 0 {
                 if until_restart == 0 {
                     st.bits.restart(rst).map_err(|e| self.err(e))?;
