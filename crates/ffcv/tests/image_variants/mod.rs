@@ -1,6 +1,6 @@
 //! The test image folder: small real photographs (`tests/data/photos`) and
 //! every odd format a real folder may hold, generated from them here
-//! (CMYK, YCCK, gray, 4:4:4 / 4:2:2 / 4:4:0 / 4:1:1, restarts, progressive,
+//! (CMYK, YCCK, RGB-coded, gray, 4:4:4 / 4:2:2 / 4:4:0 / 4:1:1, restarts, progressive,
 //! PNG of every colour type and depth, a PNG named `.JPEG`, a truncated
 //! file). Shared by `crates/ffcv/tests/image_sources.rs` and
 //! `crates/ffcv-cli/tests/cli_images.rs`.
@@ -185,6 +185,21 @@ pub fn variants() -> Vec<Variant> {
         }),
         true,
     );
+    // RGB-coded (no colour transform): the pixels given as "YCbCr" so the
+    // encoder stores them as they are, its JFIF marker replaced by an Adobe
+    // marker with transform 0, which makes libjpeg read them as RGB.
+    let mut rgb_coded = jpeg(&px, size, ColorType::Ycbcr, SamplingFactor::R_4_4_4, |_| {});
+    assert_eq!(
+        rgb_coded[2..4],
+        [0xFF, 0xE0],
+        "jpeg-encoder writes JFIF first"
+    );
+    let app0_end = 4 + usize::from(u16::from_be_bytes([rgb_coded[4], rgb_coded[5]]));
+    let adobe = [
+        0xFF, 0xEE, 0, 14, b'A', b'd', b'o', b'b', b'e', 0, 100, 0, 0, 0, 0, 0,
+    ];
+    rgb_coded.splice(2..app0_end, adobe);
+    add("b_jpeg", "coffee_rgb_adobe.jpg", rgb_coded, true);
     // CMYK as Photoshop writes it (Adobe APP14, inverted), and as YCCK.
     let cmyk: Vec<u8> = px
         .chunks_exact(3)
