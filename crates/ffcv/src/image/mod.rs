@@ -18,8 +18,10 @@
 //!
 //! The writer side is [`RgbImageEncoder`] (FFCV's `RGBImageField.encode`:
 //! raw / jpg / smart / proportion, `max_resolution`, `jpeg_quality`), plus
-//! [`read_image_file`] for image folders and [`synthetic_image`] for
-//! generated datasets.
+//! [`ImageFolder`] and [`read_image_file`] for image folders (decoded as
+//! `PIL.Image.open(p).convert("RGB")` does, JPEGs by
+//! [`decode_jpeg_accurate`], not the loader's fast IDCT) and
+//! [`synthetic_image`] for generated datasets.
 
 mod accurate;
 mod crop;
