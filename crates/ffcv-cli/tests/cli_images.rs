@@ -1,14 +1,17 @@
 //! Image commands: `ffcv write image-folder` round trips (PNG pixels exact, JPEG inputs as
-//! their decode, labels = sorted class index, every write mode), `ffcv write synthetic
+//! their PIL-matching decode, a folder of real photographs and odd formats in every write
+//! mode with `--skip-unreadable`, labels = sorted class index, every write mode), `ffcv write synthetic
 //! --kind jpeg` files that `ffcv dump` decodes, `ffcv dump --decoder` equal to FFCV's
 //! recorded crops and to the loader's first epoch; bad input exits 1.
 
+#[path = "../../ffcv/tests/image_variants/mod.rs"]
+mod image_variants;
 mod support;
 
 use std::path::{Path, PathBuf};
 
 use ffcv::decode::RandomResizedCropRGBImageDecoder;
-use ffcv::image::{RgbImage, decode_jpeg, encode_jpeg};
+use ffcv::image::{RgbImage, decode_jpeg_accurate, encode_jpeg};
 use ffcv::{Loader, PipelineSpec};
 use sha2::{Digest, Sha256};
 use support::{expected, ffcv, fixture};
@@ -53,7 +56,7 @@ fn image_folder(dir: &Path) -> (PathBuf, Vec<Expected>) {
     let jpeg = |path: &Path, img: &RgbImage| {
         let bytes = encode_jpeg(img, 85).unwrap();
         std::fs::write(path, &bytes).unwrap();
-        decode_jpeg(&bytes, 1 << 20).unwrap().into_pixels()
+        decode_jpeg_accurate(&bytes, 1 << 20).unwrap().into_pixels()
     };
     // a_cat: 1.png, 2.jpg
     let img = picture(20, 12, 1);
@@ -348,4 +351,139 @@ fn dump_decoder_errors() {
     ]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stderr.contains("not HxW"), "{}", run.stderr);
+}
+
+/// `ffcv write image-folder SRC OUT --skip-unreadable` plus `extra` arguments.
+fn write_folder_skipping(src: &Path, out: &Path, extra: &[&str]) -> support::Run {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "write".into(),
+        "image-folder".into(),
+        src.into(),
+        out.into(),
+        "--skip-unreadable".into(),
+        "--workers".into(),
+        "2".into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    ffcv(args)
+}
+
+#[test]
+fn real_photographs_and_odd_formats_write_in_every_mode_skipping_the_truncated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let variants = image_variants::write_folder(&src);
+    let readable: Vec<_> = variants.iter().filter(|v| v.readable).collect();
+    // Folder order: classes sorted, files sorted byte-wise within each.
+    let mut order: Vec<_> = readable
+        .iter()
+        .map(|v| (v.class, v.name.as_str()))
+        .collect();
+    order.sort();
+    let classes = ["a_photos", "b_jpeg", "c_png"];
+    for (mode, extra) in [
+        ("raw", vec![]),
+        ("jpg", vec!["--max-resolution", "256"]),
+        ("smart", vec!["--smart-threshold", "200000"]),
+        ("proportion", vec!["--compress-probability", "0.5"]),
+    ] {
+        let out = dir.path().join(format!("{mode}.beton"));
+        let mut args = vec!["--write-mode", mode];
+        args.extend(extra);
+        let run = write_folder_skipping(&src, &out, &args);
+        assert_eq!(run.code, Some(0), "{mode}: {}", run.stderr);
+        let n = readable.len();
+        assert!(
+            run.stdout.contains(&format!(
+                "{n} images in 3 classes (a_photos, b_jpeg, c_png)"
+            )),
+            "{mode}: {}",
+            run.stdout
+        );
+        assert!(
+            run.stdout
+                .contains("ignored 2 non-image files in the class folders"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            run.stdout.contains("skipped 1 unreadable files:"),
+            "{}",
+            run.stdout
+        );
+        assert!(run.stdout.contains("truncated.jpg: "), "{}", run.stdout);
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("{mode}.beton.skipped.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(report["images"], n);
+        let skipped = report["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1);
+        assert!(
+            skipped[0]["path"]
+                .as_str()
+                .unwrap()
+                .ends_with("b_jpeg/truncated.jpg")
+        );
+        assert!(
+            skipped[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("premature end"),
+            "{}",
+            skipped[0]
+        );
+        assert_eq!(report["non_images"].as_array().unwrap().len(), 2);
+
+        let rows = ffcv(["dump".into(), out.into_os_string()]).json_lines();
+        assert_eq!(rows.len(), n, "{mode}");
+        for (row, (class, name)) in rows.iter().zip(&order) {
+            let label = classes.iter().position(|c| c == class).unwrap();
+            assert_eq!(row["label"], label, "{mode} {name}");
+            let v = readable.iter().find(|v| v.name == *name).unwrap();
+            let img = ffcv::image::read_image_bytes(&v.bytes).unwrap();
+            let (w, h) = (
+                row["image"]["width"].as_u64().unwrap(),
+                row["image"]["height"].as_u64().unwrap(),
+            );
+            if mode == "jpg" {
+                assert_eq!(row["image"]["mode"], "jpg");
+                assert!(w.max(h) <= 256 && w.max(h) >= 255, "{name}: {w}x{h}");
+            } else {
+                assert_eq!((w, h), (u64::from(img.width()), u64::from(img.height())));
+            }
+            if mode == "raw" {
+                // Stored as decoded: PIL's pixels (see image_sources.rs).
+                assert_eq!(row["image"]["sha256"], hex(img.pixels()), "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unreadable_file_fails_the_write_by_default_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    image_variants::write_folder(&src);
+    let out = dir.path().join("out.beton");
+    ffcv([
+        "write".into(),
+        "image-folder".into(),
+        src.into_os_string(),
+        out.clone().into_os_string(),
+    ])
+    .assert_runtime_error("truncated.jpg");
+    assert!(!out.exists());
+    assert!(!dir.path().join("out.beton.skipped.json").exists());
+}
+
+#[test]
+fn skipping_every_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("a").join("x.jpg"), b"\xff\xd8\xff").unwrap();
+    write_folder_skipping(&src, &dir.path().join("o.beton"), &[])
+        .assert_runtime_error("has no readable .jpg, .jpeg or .png files");
 }

@@ -3,7 +3,9 @@
 //!
 //! Classes are the subfolders of SRC in sorted (byte-wise) order; a class's label is its
 //! position in that order, as torchvision's `ImageFolder` (what FFCV's examples write
-//! from). Each class's `.jpg`/`.jpeg`/`.png` files are taken in sorted order. Images are
+//! from). Each class's `.jpg`/`.jpeg`/`.png` files are taken in sorted order and decoded as
+//! `PIL.Image.open(p).convert("RGB")` ([`ImageFolder`]); `--skip-unreadable` skips the ones
+//! that fail instead of stopping, and lists them. Images are
 //! encoded as FFCV's `RGBImageField(write_mode, max_resolution, smart_threshold,
 //! jpeg_quality, compress_probability)` does ([`RgbImageEncoder`]), on every core by
 //! default; the fields are `image` (RGBImageField) and `label` (IntField), FFCV's layout.
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
-use ffcv::image::{ImageMode, RgbImageEncoder, WriteMode, read_image_file};
+use ffcv::image::{FolderError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
 use ffcv::jit::rng::{sample_rng, sample_seed};
 
 use crate::byte_size::parse_byte_size;
@@ -62,6 +64,11 @@ pub struct ImageFolderArgs {
     /// Writer threads, 1 to 1024 (default: the CPUs available).
     #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
     pub workers: Option<usize>,
+    /// Skip files that cannot be decoded (corrupt, truncated, not an image) instead of
+    /// failing: every image is decoded once more beforehand to find them; they are listed at
+    /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
+    #[arg(long)]
+    pub skip_unreadable: bool,
 }
 
 /// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
@@ -107,71 +114,26 @@ impl SyntheticJpegArgs {
     }
 }
 
-/// One image to write: its file and its class.
-#[derive(Debug)]
-struct Entry {
-    path: PathBuf,
-    label: i64,
-}
-
-/// Whether `path` has an image extension this command reads.
-fn is_image(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"))
-}
-
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
-    let cannot = |err: std::io::Error| CliError::ImageFolder {
-        path: dir.to_path_buf(),
-        reason: format!("cannot list the folder: {err}"),
+/// A folder that cannot be used, as the CLI reports it (exit 1).
+fn folder_error(err: FolderError) -> CliError {
+    let path = match &err {
+        FolderError::NotAFolder { path }
+        | FolderError::List { path, .. }
+        | FolderError::NoClasses { path }
+        | FolderError::NoImages { path, .. } => path.clone(),
     };
-    let mut paths = std::fs::read_dir(dir)
-        .map_err(cannot)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(cannot)?;
-    paths.sort();
-    Ok(paths)
+    // The error's text starts with the path; the variant prints it once.
+    let text = err.to_string();
+    let prefix = format!("{}: ", path.display());
+    let reason = text.strip_prefix(&prefix).unwrap_or(&text).to_owned();
+    CliError::ImageFolder { path, reason }
 }
 
-/// The classes (sorted subfolder names) and every image with its label.
-fn scan(src: &Path) -> Result<(Vec<String>, Vec<Entry>)> {
-    if !src.is_dir() {
-        return Err(CliError::ImageFolder {
-            path: src.to_path_buf(),
-            reason: "not a folder".into(),
-        });
-    }
-    let mut classes = Vec::new();
-    let mut entries = Vec::new();
-    for dir in read_dir_sorted(src)?.into_iter().filter(|p| p.is_dir()) {
-        let label = classes.len() as i64;
-        classes.push(
-            dir.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        );
-        for path in read_dir_sorted(&dir)? {
-            if path.is_file() && is_image(&path) {
-                entries.push(Entry { path, label });
-            }
-        }
-    }
-    if classes.is_empty() {
-        return Err(CliError::ImageFolder {
-            path: src.to_path_buf(),
-            reason: "has no class subfolders".into(),
-        });
-    }
-    if entries.is_empty() {
-        return Err(CliError::ImageFolder {
-            path: src.to_path_buf(),
-            reason: "has no .jpg, .jpeg or .png files in its class subfolders".into(),
-        });
-    }
-    Ok((classes, entries))
+/// Where the skip report of `out` goes: `OUT.skipped.json`.
+fn report_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".skipped.json");
+    PathBuf::from(name)
 }
 
 fn encoder(args: &ImageFolderArgs) -> Result<RgbImageEncoder> {
@@ -208,7 +170,12 @@ fn encoder(args: &ImageFolderArgs) -> Result<RgbImageEncoder> {
 /// Runs `ffcv write image-folder`.
 pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     let encoder = encoder(args)?;
-    let (classes, entries) = scan(&args.src)?;
+    let mut folder = ImageFolder::scan(&args.src).map_err(folder_error)?;
+    if args.skip_unreadable {
+        folder
+            .skip_unreadable(args.workers.unwrap_or(0))
+            .map_err(folder_error)?;
+    }
     let fields = vec![
         FieldSpec::new("image", FieldType::RgbImage),
         FieldSpec::new("label", FieldType::Int),
@@ -218,13 +185,14 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         writer = writer.with_num_workers(workers.max(1));
     }
     let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
-    let n = entries.len() as u64;
+    let images = folder.images();
+    let n = images.len() as u64;
     let bar = super::write::progress_bar(n, "images");
     let summary = {
         let bar = bar.clone();
         let source = from_fn(n, |i| {
-            let entry = &entries[i as usize];
-            let image = read_image_file(&entry.path)?;
+            let entry = &images[i as usize];
+            let image = folder.read(i as usize)?;
             let mut rng = sample_rng(sample_seed(args.seed, 0, i, 0));
             let encoded = encoder
                 .encode(&image, &mut rng)
@@ -241,6 +209,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     };
     bar.finish_and_clear();
     let summary = summary?;
+    let classes = folder.classes();
     println!(
         "wrote {}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
         args.out.display(),
@@ -252,5 +221,22 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         summary.num_pages,
         summary.file_size
     );
+    println!(
+        "ignored {} non-image files in the class folders",
+        folder.non_images().len()
+    );
+    if args.skip_unreadable {
+        let skipped = folder.skipped();
+        println!("skipped {} unreadable files:", skipped.len());
+        for u in skipped {
+            println!("  {}: {}", u.path.display(), u.error);
+        }
+        let report = report_path(&args.out);
+        std::fs::write(&report, folder.report_json()).map_err(|err| CliError::ImageFolder {
+            path: report.clone(),
+            reason: format!("cannot write the skip report: {err}"),
+        })?;
+        println!("listed in {}", report.display());
+    }
     Ok(())
 }

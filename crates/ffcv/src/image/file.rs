@@ -1,14 +1,15 @@
 //! Reading JPEG and PNG files into RGB for `ffcv write image-folder`.
 
-use super::{ImageError, Result, RgbImage, decode_jpeg, rgb_len};
+use super::{ImageError, Result, RgbImage, decode_jpeg_accurate, rgb_len};
 use std::path::Path;
 
 /// Largest decoded image accepted from a file: 1 GiB of RGB pixels
 /// (about 18k x 18k), so a hostile header cannot ask for more.
 const MAX_DECODED_BYTES: usize = 1 << 30;
 
-/// Reads and decodes an image file (JPEG or PNG, recognised by content) to RGB.
-/// Grayscale is expanded and alpha dropped, as PIL's `convert('RGB')`.
+/// Reads and decodes an image file (JPEG or PNG, recognised by content, not
+/// by extension) to RGB as `PIL.Image.open(p).convert("RGB")` does: see
+/// [`read_image_bytes`].
 pub fn read_image_file(path: impl AsRef<Path>) -> Result<RgbImage> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|source| ImageError::Io {
@@ -21,10 +22,23 @@ pub fn read_image_file(path: impl AsRef<Path>) -> Result<RgbImage> {
     })
 }
 
-/// Decodes JPEG or PNG bytes (recognised by their signature) to RGB.
+/// Decodes JPEG or PNG bytes (recognised by their signature) to RGB, the
+/// pixels `PIL.Image.open(p).convert("RGB")` gives (Pillow 13):
+///
+/// - JPEG: [`super::decode_jpeg_accurate`] (libjpeg's accurate IDCT and fancy
+///   upsampling; baseline and progressive; gray, YCbCr, RGB, CMYK, YCCK);
+/// - PNG: every colour type and bit depth; palettes expanded, transparency
+///   and alpha dropped, sub-byte gray scaled to 0..=255 (as PIL's `L;2`,
+///   `L;4`), and 16-bit samples reduced to their high byte. That is PIL's
+///   rule for 16-bit RGB(A) and gray+alpha; for 16-bit gray PIL clips the
+///   value to 255 instead (`I;16` to `L`), which turns almost every such
+///   image white, so we keep the high byte there too: the one documented
+///   difference from PIL.
+///
+/// EXIF orientation is not applied (PIL's `convert` does not apply it).
 pub fn read_image_bytes(bytes: &[u8]) -> Result<RgbImage> {
     if bytes.starts_with(&[0xFF, 0xD8]) {
-        decode_jpeg(bytes, MAX_DECODED_BYTES)
+        decode_jpeg_accurate(bytes, MAX_DECODED_BYTES)
     } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         decode_png(bytes)
     } else {

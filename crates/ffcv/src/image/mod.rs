@@ -18,12 +18,16 @@
 //!
 //! The writer side is [`RgbImageEncoder`] (FFCV's `RGBImageField.encode`:
 //! raw / jpg / smart / proportion, `max_resolution`, `jpeg_quality`), plus
-//! [`read_image_file`] for image folders and [`synthetic_image`] for
-//! generated datasets.
+//! [`ImageFolder`] and [`read_image_file`] for image folders (decoded as
+//! `PIL.Image.open(p).convert("RGB")` does, JPEGs by
+//! [`decode_jpeg_accurate`], not the loader's fast IDCT) and
+//! [`synthetic_image`] for generated datasets.
 
+mod accurate;
 mod crop;
 mod encode;
 mod file;
+mod folder;
 mod jpeg;
 mod kernel;
 mod resize;
@@ -33,11 +37,13 @@ mod simd_tests;
 mod synthetic;
 mod turbo;
 
+pub use accurate::decode_jpeg_accurate;
 pub use crop::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 pub use encode::{
     EncodedImage, ImageMode, RgbImageEncoder, WriteMode, downscale_to_max_resolution,
 };
 pub use file::{read_image_bytes, read_image_file};
+pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use resize::{AreaResizer, resize_area_into};

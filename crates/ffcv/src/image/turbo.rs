@@ -25,7 +25,7 @@ pub(crate) enum Outcome {
 /// Zig-zag position -> natural (row-major) index, with 16 extra entries
 /// pointing at 63 so a corrupt run length cannot index out of the block
 /// (libjpeg's `jpeg_natural_order` does the same).
-const NATURAL_ORDER: [usize; 80] = [
+pub(super) const NATURAL_ORDER: [usize; 80] = [
     0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
     13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
     52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
@@ -68,7 +68,7 @@ fn mul(a: Lanes, c: i32) -> Lanes {
 /// libjpeg's post-IDCT range limit, `range_limit[(x >> 5) & 1023]`: the low
 /// 10 bits of `x >> 5` read as a signed value, plus 128, clamped to a byte
 /// (values beyond +-512 wrap, as through libjpeg's table).
-fn idct_limit(x: i32) -> u8 {
+pub(super) fn idct_limit(x: i32) -> u8 {
     let v = (((x >> 5) & 1023) ^ 512) - 512;
     (v + 128).clamp(0, 255) as u8
 }
@@ -151,7 +151,7 @@ const FAST_SIZE: usize = 1 << FAST_BITS;
 /// built from is kept, so an image with the same table (every image from
 /// one encoder) skips the rebuild.
 #[derive(Clone)]
-struct Huffman {
+pub(super) struct Huffman {
     defined: bool,
     /// `(code length, symbol)` for every prefix; length 0 = slow path.
     fast: [(u8, u8); FAST_SIZE],
@@ -187,7 +187,7 @@ impl Default for Huffman {
 impl Huffman {
     /// Builds the table from a DHT segment's 16 code-length counts and its
     /// symbols (`symbols.len()` is the sum of the counts, at most 256).
-    fn set(
+    pub(super) fn set(
         &mut self,
         counts: &[u8; 16],
         symbols: &[u8],
@@ -256,9 +256,9 @@ impl Huffman {
 /// Reads entropy-coded bits, removing byte stuffing; at a marker or the end
 /// of input it feeds zero bytes and counts them, as libjpeg does, so the
 /// caller can tell a truncated scan from a complete one.
-struct Bits<'a> {
+pub(super) struct Bits<'a> {
     data: &'a [u8],
-    pos: usize,
+    pub(super) pos: usize,
     acc: u64,
     nbits: u32,
     at_marker: bool,
@@ -266,7 +266,7 @@ struct Bits<'a> {
 }
 
 impl<'a> Bits<'a> {
-    fn new(data: &'a [u8], pos: usize) -> Self {
+    pub(super) fn new(data: &'a [u8], pos: usize) -> Self {
         Self {
             data,
             pos,
@@ -335,7 +335,7 @@ impl<'a> Bits<'a> {
         self.nbits -= n;
     }
 
-    fn bits(&mut self, n: u32) -> u32 {
+    pub(super) fn bits(&mut self, n: u32) -> u32 {
         if n == 0 {
             return 0;
         }
@@ -349,7 +349,7 @@ impl<'a> Bits<'a> {
         (self.peek(16) >> (16 - FAST_BITS)) as usize
     }
 
-    fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
+    pub(super) fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
         let p = self.peek(16);
         let (len, sym) = h.fast[(p >> (16 - FAST_BITS)) as usize];
         if len > 0 {
@@ -372,12 +372,12 @@ impl<'a> Bits<'a> {
     }
 
     /// Whether bits that were consumed came from padding past the data.
-    fn overran(&self) -> bool {
+    pub(super) fn overran(&self) -> bool {
         self.padded_bytes * 8 > self.nbits
     }
 
     /// Drops buffered bits and steps over the expected restart marker.
-    fn restart(&mut self, expected: u8) -> std::result::Result<(), &'static str> {
+    pub(super) fn restart(&mut self, expected: u8) -> std::result::Result<(), &'static str> {
         if self.overran() {
             return Err("premature end of entropy-coded data");
         }
@@ -399,7 +399,7 @@ impl<'a> Bits<'a> {
 /// `coef` (natural order; the caller zeroed it) when `STORE`, or only steps
 /// over them; returns whether any was non-zero.
 #[inline(always)]
-fn decode_ac<const STORE: bool>(
+pub(super) fn decode_ac<const STORE: bool>(
     bits: &mut Bits<'_>,
     act: &Huffman,
     coef: &mut [i16; 64],
@@ -438,7 +438,7 @@ fn decode_ac<const STORE: bool>(
     Ok(any_ac)
 }
 
-fn extend(v: u32, s: u32) -> i32 {
+pub(super) fn extend(v: u32, s: u32) -> i32 {
     if s == 0 {
         0
     } else if v < 1 << (s - 1) {
