@@ -93,6 +93,7 @@ pub struct LoaderBuilder {
     allocator: Arc<dyn SlotAllocator>,
     stage: Option<Arc<dyn SlotStage>>,
     to_device: Option<crate::gpu::ToDevice>,
+    max_image_pixels: u64,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -134,7 +135,18 @@ impl LoaderBuilder {
             allocator: Arc::new(HeapAllocator),
             stage: None,
             to_device: None,
+            max_image_pixels: crate::decode::DEFAULT_MAX_IMAGE_PIXELS,
         }
+    }
+
+    /// The largest decoded image area (height x width pixels) an image decoder accepts;
+    /// default [`crate::decode::DEFAULT_MAX_IMAGE_PIXELS`] (134,217,728). A sample whose
+    /// metadata or JPEG header claims more ends the epoch with [`Error::Decode`] naming it
+    /// (`SimpleRGBImageDecoder` refuses the field when the loader is built), before any
+    /// memory is sized from the claim, so a forged file cannot exhaust memory.
+    pub fn max_image_pixels(mut self, pixels: u64) -> Self {
+        self.max_image_pixels = pixels;
+        self
     }
 
     /// Where batches go: `cpu` (default) or `cuda:N`, where every output is copied to the
@@ -524,6 +536,7 @@ pub(crate) struct FieldRunner {
     pub(crate) context: Arc<DecoderContext>,
     pub(crate) executor: Executor,
     pub(crate) output: OutputInfo,
+    max_image_pixels: u64,
 }
 
 impl FieldRunner {
@@ -532,12 +545,14 @@ impl FieldRunner {
         reader: &Reader,
         field: usize,
         spec: &PipelineSpec,
+        max_image_pixels: u64,
     ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
         let f = &reader.fields()[field];
         let info = FieldInfo {
             reader,
             index: field,
             field: f,
+            max_image_pixels,
         };
         let bad = |reason: String| Error::Config {
             path: reader.path().to_owned(),
@@ -555,7 +570,12 @@ impl FieldRunner {
                 out.dtype.descr()
             )));
         }
-        let op = DecoderOp::new(Arc::clone(&spec.decoder), out.clone(), row_bytes);
+        let op = DecoderOp::new(
+            Arc::clone(&spec.decoder),
+            out.clone(),
+            row_bytes,
+            max_image_pixels,
+        );
         let context = op.context();
         let mut pipeline = Pipeline::new(record_state()).then(op);
         for t in &spec.transforms {
@@ -595,8 +615,10 @@ impl FieldRunner {
         spec: PipelineSpec,
         compile: bool,
         pool: &Arc<rayon::ThreadPool>,
+        max_image_pixels: u64,
     ) -> Result<FieldRunner> {
-        let (pipeline, context, output) = FieldRunner::declare(reader, field, &spec)?;
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, field, &spec, max_image_pixels)?;
         let executor =
             Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
                 Error::Pipeline {
@@ -612,12 +634,14 @@ impl FieldRunner {
             context,
             executor,
             output,
+            max_image_pixels,
         })
     }
 
     /// `recompile`: declares again and regenerates the code.
     pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
-        let (pipeline, context, output) = FieldRunner::declare(reader, self.field, &self.spec)?;
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, self.field, &self.spec, self.max_image_pixels)?;
         self.executor
             .rebuild(&pipeline)
             .map_err(|source| Error::Pipeline {
@@ -653,7 +677,14 @@ fn plan_fields(
             };
             PipelineSpec::from_arc(decoder)
         };
-        runners.push(FieldRunner::new(reader, index, spec, b.compile, pool)?);
+        runners.push(FieldRunner::new(
+            reader,
+            index,
+            spec,
+            b.compile,
+            pool,
+            b.max_image_pixels,
+        )?);
     }
     Ok(runners)
 }
