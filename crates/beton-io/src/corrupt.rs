@@ -208,7 +208,19 @@ pub fn corpus(original: &[u8]) -> Result<Vec<CorruptFile>, Error> {
         Expected::Truncated,
     ));
     let ps = r.page_size() as u32;
-    for p in [0u32, 3, ps + 1, ps - 1, 0x8000_0001, u32::MAX] {
+    // Not powers of two, then powers of two below the reader's 4 KiB minimum.
+    for p in [
+        0u32,
+        3,
+        ps + 1,
+        ps - 1,
+        0x8000_0001,
+        u32::MAX,
+        1,
+        2,
+        1024,
+        2048,
+    ] {
         out.push(edit(
             format!("page_size {p}"),
             4,
@@ -433,4 +445,74 @@ pub fn corpus(original: &[u8]) -> Result<Vec<CorruptFile>, Error> {
         }
     }
     Ok(out)
+}
+
+/// A copy of `original` whose every image of the RGB-image field `field` claims
+/// `height x width`: in its metadata row and, for JPEG images, in the stream's frame
+/// header (SOF0..SOF15), 8 bytes per sample. The file stays structurally valid (it opens);
+/// it is what a forged dataset looks like to the decoders, which must refuse it without
+/// allocating for the claimed size.
+///
+/// Returns why not when `original` does not open, the field is not an RGB image field, or
+/// a JPEG has no frame header.
+pub fn forge_image_size(
+    original: &[u8],
+    field: &str,
+    height: u16,
+    width: u16,
+) -> Result<Vec<u8>, String> {
+    let r = Reader::from_vec("original", original.to_vec(), &ReaderOptions::default())
+        .map_err(|e| e.to_string())?;
+    let index = r
+        .field_index(field)
+        .ok_or_else(|| format!("no field {field:?}"))?;
+    let base = r.bytes().as_ptr() as usize;
+    let mut out = original.to_vec();
+    for sample in 0..r.num_samples() {
+        let meta = r.metadata_bytes(sample, index).map_err(|e| e.to_string())?;
+        let FieldMetadata::RgbImage { mode, .. } =
+            r.metadata(sample, index).map_err(|e| e.to_string())?
+        else {
+            return Err(format!("field {field:?} is not an RGB image field"));
+        };
+        // Packed metadata: mode u8, width u16, height u16 (little-endian).
+        let at = meta.as_ptr() as usize - base;
+        out[at + 1..at + 3].copy_from_slice(&width.to_le_bytes());
+        out[at + 3..at + 5].copy_from_slice(&height.to_le_bytes());
+        if mode == IMAGE_MODE_RAW {
+            continue;
+        }
+        let data = r
+            .field_data(sample, index)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        let sof = sof_offset(data).ok_or_else(|| format!("sample {sample}: no frame header"))?;
+        let at = data.as_ptr() as usize - base + sof;
+        // SOFn: FF Cn, length u16, precision u8, height u16, width u16 (big-endian).
+        out[at + 5..at + 7].copy_from_slice(&height.to_be_bytes());
+        out[at + 7..at + 9].copy_from_slice(&width.to_be_bytes());
+    }
+    Ok(out)
+}
+
+/// Where the frame header's `FF Cn` marker starts in a JPEG stream.
+fn sof_offset(jpeg: &[u8]) -> Option<usize> {
+    let mut at = 2;
+    loop {
+        while *jpeg.get(at)? == 0xFF {
+            at += 1;
+        }
+        let marker = *jpeg.get(at)?;
+        let len = usize::from(u16::from_be_bytes([*jpeg.get(at + 1)?, *jpeg.get(at + 2)?]));
+        if matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
+            return (at + 8 < jpeg.len()).then_some(at - 1);
+        }
+        if marker == 0xDA || len < 2 {
+            return None;
+        }
+        at += 1 + len;
+        if *jpeg.get(at)? != 0xFF {
+            return None;
+        }
+    }
 }

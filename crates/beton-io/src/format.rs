@@ -22,6 +22,10 @@ pub const MAX_DIMS: usize = 32;
 pub const NDARRAY_ARGS_HEADER: usize = MAX_DIMS * 8 + 8;
 /// FFCV's smallest page size for writing (2 MiB).
 pub const MIN_PAGE_SIZE: u64 = 1 << 21;
+/// The smallest page size [`crate::Reader`] opens (4 KiB). FFCV writes pages of at least
+/// [`MIN_PAGE_SIZE`]; a file claiming tiny pages would make per-page tables (the process
+/// cache's page-to-slot tables) nearly as long as the file has bytes, so it is refused.
+pub const MIN_READ_PAGE_SIZE: u64 = 1 << 12;
 /// FFCV's page-size bound for writing (exclusive): the page size must fit a u32.
 pub const MAX_PAGE_SIZE: u64 = 1 << 32;
 /// `RGBImage` metadata `mode` for JPEG-encoded data.

@@ -57,8 +57,8 @@ pub use dtype::{ByteOrder, DType, DTypeKind};
 pub use error::{Error, Result, SourceError};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,
-    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_PAGE_SIZE, MIN_PAGE_SIZE, NAME_SIZE, NdArrayArgs,
-    VERSION,
+    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE,
+    NAME_SIZE, NdArrayArgs, VERSION,
 };
 pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE,
-    Header, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, NAME_SIZE, NdArrayArgs, VERSION,
+    Header, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE, NAME_SIZE,
+    NdArrayArgs, VERSION,
 };
 use crate::json::JsonValue;
 use crate::mapping::Mapping;
@@ -127,7 +128,7 @@ impl Reader {
                 file_size,
             });
         }
-        let map = Mapping::map(&file).map_err(io("memory-map"))?;
+        let map = Mapping::map(file).map_err(io("memory-map"))?;
         if map.bytes().len() as u64 != file_size {
             return Err(Error::Io {
                 path,
@@ -176,6 +177,14 @@ impl Reader {
             allocs: parsed.allocs,
             page_map: parsed.page_map,
         })
+    }
+
+    /// The size of the opened file now, from the open file itself (`fstat`), or `None` for
+    /// a reader of bytes in memory. A mapped file must keep [`Reader::file_size`] bytes:
+    /// callers that run long (the loader, each epoch) compare the two to report a file
+    /// truncated in place instead of dying of SIGBUS when they read past its new end.
+    pub fn current_file_size(&self) -> Option<std::io::Result<u64>> {
+        self.map.current_len()
     }
 
     /// The file's path.
@@ -452,6 +461,16 @@ impl Parsed {
                 path: p(),
                 page_size,
                 reason: "not a power of two".into(),
+            });
+        }
+        if page_size < MIN_READ_PAGE_SIZE {
+            return Err(Error::InvalidPageSize {
+                path: p(),
+                page_size,
+                reason: format!(
+                    "below {MIN_READ_PAGE_SIZE} bytes (FFCV writes pages of at least \
+                     {MIN_PAGE_SIZE}); tiny pages would cost memory in proportion to the file"
+                ),
             });
         }
         let num_fields = usize::from(header.num_fields);

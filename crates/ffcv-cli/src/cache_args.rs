@@ -36,6 +36,12 @@ pub struct CacheArgs {
     /// dataset), so epochs after the first read nothing.
     #[arg(long)]
     pub hold_all_pages: bool,
+
+    /// Decoders: the largest image area (height x width pixels) accepted (default
+    /// 134217728); a sample claiming more is an error naming it, before memory is sized
+    /// from the claim.
+    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_image_pixels: Option<u64>,
 }
 
 impl CacheArgs {
@@ -54,6 +60,9 @@ impl CacheArgs {
         if let Some(batches) = self.prefetch_ahead {
             builder = builder.prefetch_ahead(batches as usize);
         }
+        if let Some(pixels) = self.max_image_pixels {
+            builder = builder.max_image_pixels(pixels);
+        }
         builder
     }
 
@@ -69,6 +78,9 @@ impl CacheArgs {
         }
         if let Some(batches) = self.prefetch_ahead {
             let _ = write!(flags, " --prefetch-ahead {batches}");
+        }
+        if let Some(pixels) = self.max_image_pixels {
+            let _ = write!(flags, " --max-image-pixels {pixels}");
         }
         for (flag, on) in [
             (" --direct-io", self.direct_io),
@@ -104,6 +116,8 @@ mod tests {
             "3",
             "--prefetch-ahead",
             "0",
+            "--max-image-pixels",
+            "1000",
             "--direct-io",
             "--no-retain-pages",
             "--hold-all-pages",
@@ -113,7 +127,8 @@ mod tests {
         let flags = cache.flags();
         assert_eq!(
             flags,
-            " --max-memory 16777216 --reader-threads 3 --prefetch-ahead 0 --direct-io \
+            " --max-memory 16777216 --reader-threads 3 --prefetch-ahead 0 \
+             --max-image-pixels 1000 --direct-io \
              --no-retain-pages --hold-all-pages"
         );
         let again = Cli::parse_from(std::iter::once("ffcv").chain(flags.split_whitespace())).cache;

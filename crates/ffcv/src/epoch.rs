@@ -108,9 +108,19 @@ impl<'a> EpochIter<'a> {
                 // epochs run one at a time, and what the loop blocks on (the consumer, page
                 // readers, a GPU stage) never needs a pool worker.
                 let pool = Arc::clone(&shared.pool);
-                let produced =
-                    pool.install(|| produce(&shared, epoch, skipped, &batches, &tx, &stop));
-                if let Err(e) = produced {
+                let run = catch_unwind(AssertUnwindSafe(|| {
+                    pool.install(|| produce(&shared, epoch, skipped, &batches, &tx, &stop))
+                }));
+                // A panic (a bug, or a user's stage) ends the epoch with its message
+                // instead of a bare disconnect.
+                let result = run.unwrap_or_else(|panic| {
+                    Err(Error::ProducerGone {
+                        path: shared.path.clone(),
+                        epoch,
+                        cause: format!("panicked: {}", pipeline_jit::panic_message(&*panic)),
+                    })
+                });
+                if let Err(e) = result {
                     // The consumer may be gone already; nothing else to tell.
                     let _ = tx.send(Err(e));
                 }
@@ -199,16 +209,13 @@ impl Iterator for EpochIter<'_> {
             Err(_) => {
                 // The producer finished (or died without a word).
                 self.done = true;
-                let panicked = self
-                    .handle
-                    .take()
-                    .map(|h| h.join().is_err())
-                    .unwrap_or(false);
+                let panicked = self.handle.take().and_then(|h| h.join().err());
                 self.stop_and_join();
-                panicked.then(|| {
+                panicked.map(|panic| {
                     Err(Error::ProducerGone {
                         path: self.shared.path.clone(),
                         epoch: self.epoch,
+                        cause: format!("panicked: {}", pipeline_jit::panic_message(&*panic)),
                     })
                 })
             }
@@ -220,6 +227,29 @@ impl Drop for EpochIter<'_> {
     fn drop(&mut self) {
         self.stop_and_join();
     }
+}
+
+/// The mapped file must still have the size it had when opened: a file truncated in
+/// place would kill the process with SIGBUS at the first read past its new end, so each
+/// epoch starts by comparing the two (`fstat` of the open file) and refuses to run.
+fn check_file_size(shared: &Shared) -> Result<()> {
+    let Some(now) = shared.reader.current_file_size() else {
+        return Ok(());
+    };
+    let now = now.map_err(|source| Error::Setup {
+        path: shared.path.clone(),
+        what: "file size check",
+        source,
+    })?;
+    let opened = shared.reader.file_size();
+    if now != opened {
+        return Err(Error::FileSizeChanged {
+            path: shared.path.clone(),
+            opened,
+            now,
+        });
+    }
+    Ok(())
 }
 
 fn nanos(t: Instant) -> u64 {
@@ -237,6 +267,7 @@ fn produce(
 ) -> Result<()> {
     let span = tracing::debug_span!("epoch", epoch, batches = batches.len());
     let _e = span.enter();
+    check_file_size(shared)?;
     let mut fields = lock(&shared.fields);
     if shared.recompile && epoch > 0 {
         for f in fields.iter_mut() {
@@ -710,6 +741,7 @@ fn decode_one(
         metadata: &r.metadata,
         // The decoder is operation 0 of its pipeline, as in the kernel path.
         seed: pipeline_jit::rng::sample_seed(shared.seed, epoch, sample, 0),
+        max_image_pixels: f.context.max_image_pixels,
     };
     let decoder = &f.spec.decoder;
     let result = catch_unwind(AssertUnwindSafe(|| decoder.decode(&input, out, &mut [])))

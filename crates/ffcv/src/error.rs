@@ -113,13 +113,31 @@ pub enum Error {
         message: String,
     },
 
-    /// The producer thread ended without reporting (it panicked).
-    #[error("{path}: the loader's producer thread stopped unexpectedly in epoch {epoch}")]
+    /// The producer thread ended without reporting an error of its own (it panicked).
+    #[error("{path}: the loader's producer thread stopped unexpectedly in epoch {epoch}: {cause}")]
     ProducerGone {
         /// The dataset file.
         path: PathBuf,
         /// The epoch.
         epoch: u64,
+        /// Why: the producer's panic message.
+        cause: String,
+    },
+
+    /// The file's size is not what it was when the loader opened it: it was truncated or
+    /// rewritten in place, and reading its memory map past the new end would kill the
+    /// process with SIGBUS. Checked at each epoch start; see `docs/troubleshooting.md`.
+    #[error(
+        "{path}: the file is now {now} bytes but was {opened} bytes when the loader opened it; \
+         it was truncated or rewritten in place: rebuild the loader once the file is complete"
+    )]
+    FileSizeChanged {
+        /// The dataset file.
+        path: PathBuf,
+        /// Its size when opened.
+        opened: u64,
+        /// Its size now.
+        now: u64,
     },
 
     /// A loader state could not be read ([`crate::LoaderState::from_json`]).

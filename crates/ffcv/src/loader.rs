@@ -102,6 +102,7 @@ pub struct LoaderBuilder {
     stage: Option<Arc<dyn SlotStage>>,
     to_device: Option<crate::gpu::ToDevice>,
     resume: Option<crate::resume::LoaderState>,
+    max_image_pixels: u64,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -144,6 +145,7 @@ impl LoaderBuilder {
             stage: None,
             to_device: None,
             resume: None,
+            max_image_pixels: crate::decode::DEFAULT_MAX_IMAGE_PIXELS,
         }
     }
 
@@ -156,6 +158,16 @@ impl LoaderBuilder {
     pub fn resume(mut self, state: crate::resume::LoaderState) -> Self {
         self.seed = self.seed.or(Some(state.seed()));
         self.resume = Some(state);
+        self
+    }
+
+    /// The largest decoded image area (height x width pixels) an image decoder accepts;
+    /// default [`crate::decode::DEFAULT_MAX_IMAGE_PIXELS`] (134,217,728). A sample whose
+    /// metadata or JPEG header claims more ends the epoch with [`Error::Decode`] naming it
+    /// (`SimpleRGBImageDecoder` refuses the field when the loader is built), before any
+    /// memory is sized from the claim, so a forged file cannot exhaust memory.
+    pub fn max_image_pixels(mut self, pixels: u64) -> Self {
+        self.max_image_pixels = pixels;
         self
     }
 
@@ -571,6 +583,7 @@ pub(crate) struct FieldRunner {
     pub(crate) context: Arc<DecoderContext>,
     pub(crate) executor: Executor,
     pub(crate) output: OutputInfo,
+    max_image_pixels: u64,
 }
 
 impl FieldRunner {
@@ -579,12 +592,14 @@ impl FieldRunner {
         reader: &Reader,
         field: usize,
         spec: &PipelineSpec,
+        max_image_pixels: u64,
     ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
         let f = &reader.fields()[field];
         let info = FieldInfo {
             reader,
             index: field,
             field: f,
+            max_image_pixels,
         };
         let bad = |reason: String| Error::Config {
             path: reader.path().to_owned(),
@@ -602,7 +617,12 @@ impl FieldRunner {
                 out.dtype.descr()
             )));
         }
-        let op = DecoderOp::new(Arc::clone(&spec.decoder), out.clone(), row_bytes);
+        let op = DecoderOp::new(
+            Arc::clone(&spec.decoder),
+            out.clone(),
+            row_bytes,
+            max_image_pixels,
+        );
         let context = op.context();
         let mut pipeline = Pipeline::new(record_state()).then(op);
         for t in &spec.transforms {
@@ -642,8 +662,10 @@ impl FieldRunner {
         spec: PipelineSpec,
         compile: bool,
         pool: &Arc<rayon::ThreadPool>,
+        max_image_pixels: u64,
     ) -> Result<FieldRunner> {
-        let (pipeline, context, output) = FieldRunner::declare(reader, field, &spec)?;
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, field, &spec, max_image_pixels)?;
         let executor =
             Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
                 Error::Pipeline {
@@ -659,12 +681,14 @@ impl FieldRunner {
             context,
             executor,
             output,
+            max_image_pixels,
         })
     }
 
     /// `recompile`: declares again and regenerates the code.
     pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
-        let (pipeline, context, output) = FieldRunner::declare(reader, self.field, &self.spec)?;
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, self.field, &self.spec, self.max_image_pixels)?;
         self.executor
             .rebuild(&pipeline)
             .map_err(|source| Error::Pipeline {
@@ -700,7 +724,14 @@ fn plan_fields(
             };
             PipelineSpec::from_arc(decoder)
         };
-        runners.push(FieldRunner::new(reader, index, spec, b.compile, pool)?);
+        runners.push(FieldRunner::new(
+            reader,
+            index,
+            spec,
+            b.compile,
+            pool,
+            b.max_image_pixels,
+        )?);
     }
     Ok(runners)
 }

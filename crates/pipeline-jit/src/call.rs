@@ -2,10 +2,12 @@
 //! releasing a JIT module's code memory. Each function checks what it can and states the
 //! invariant it relies on.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use cranelift_jit::JITModule;
 
 use crate::jit::{BufDesc, Compiled, JitBuffer};
-use crate::op::{KernelArgs, NativeKernel};
+use crate::op::{ClosureContext, KernelArgs, KernelCall, NativeKernel};
 
 /// The signature of a generated stage (see [`crate::jit`]).
 type StageFn = unsafe extern "C" fn(u64, *const u64, *const i64, *const BufDesc, *mut u64) -> i32;
@@ -122,6 +124,56 @@ pub(crate) fn call_kernel(
     // slice of the stated length, input and output are distinct buffers, and this thread
     // holds the only mutable borrows of output and scratch for the call.
     unsafe { (k.kernel)(&args) }
+}
+
+/// Return codes of [`closure_kernel`] (the message is kept in the context).
+const CLOSURE_FAILED: i32 = 1;
+const CLOSURE_PANICKED: i32 = 2;
+
+/// The `extern "C"` entry point of every [`NativeKernel::from_fn`] kernel: rebuilds the
+/// safe slices and runs the closure under `catch_unwind`, so that a panic never reaches the
+/// `extern "C"` boundary (where Rust would abort the process).
+///
+/// # Safety
+/// `args` satisfies [`crate::KernelFn`]'s contract and its context is the
+/// `ClosureContext` that [`NativeKernel::from_fn`] registered with this function.
+pub(crate) unsafe extern "C" fn closure_kernel(args: *const KernelArgs) -> i32 {
+    // SAFETY: callers pass a valid, live `KernelArgs` (the `KernelFn` contract).
+    let args = unsafe { &*args };
+    // SAFETY: `from_fn` registers this function only with a `ClosureContext`, kept alive
+    // by the `NativeKernel` for as long as the kernel can be called.
+    let ctx: &ClosureContext = unsafe { args.context() };
+    // SAFETY: inside a kernel call, on this crate's arguments; each slice is taken once,
+    // and input, output and scratch are distinct buffers.
+    let (input, output, scratch) = unsafe { (args.input(), args.output(), args.scratch()) };
+    let call = KernelCall {
+        sample: args.sample,
+        seed: args.seed,
+        input,
+        output,
+        scratch,
+    };
+    match catch_unwind(AssertUnwindSafe(|| (ctx.body)(call))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(message)) => {
+            ctx.failures.record(args.sample, message);
+            CLOSURE_FAILED
+        }
+        Err(panic) => {
+            ctx.failures
+                .record(args.sample, format!("panicked: {}", panic_message(&*panic)));
+            CLOSURE_PANICKED
+        }
+    }
+}
+
+/// The text of a panic payload (`panic!` gives a `&str` or a `String`).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 // SAFETY: after `finalize_definitions`, the module is only touched again by `Drop`, which

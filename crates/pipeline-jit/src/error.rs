@@ -42,6 +42,19 @@ pub enum Error {
         /// The kernel's non-zero return code.
         code: i32,
     },
+    /// A closure kernel ([`crate::NativeKernel::from_fn`]) returned an error or panicked
+    /// for one sample.
+    #[error("operation {index} ({op}) failed on sample {sample}: {message}")]
+    KernelFailed {
+        /// Position of the operation in its pipeline.
+        index: usize,
+        /// The operation's name.
+        op: String,
+        /// The sample id being processed.
+        sample: u64,
+        /// The closure's error, or `panicked: ` and the panic's message.
+        message: String,
+    },
     /// Cranelift could not build or compile the stage function.
     #[error("code generation failed: {0}")]
     Codegen(String),

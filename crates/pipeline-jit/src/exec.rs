@@ -271,6 +271,16 @@ impl Executor {
 
     fn kernel_error(&self, step: usize, sample: u64, code: i32) -> Error {
         let s = &self.plan.steps()[step];
+        if let Lowered::Native(k) = &s.lowered
+            && let Some(message) = k.failures.as_ref().and_then(|f| f.take(sample))
+        {
+            return Error::KernelFailed {
+                index: s.index,
+                op: s.name.clone(),
+                sample,
+                message,
+            };
+        }
         Error::Kernel {
             index: s.index,
             op: s.name.clone(),

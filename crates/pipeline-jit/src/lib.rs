@@ -156,9 +156,10 @@ pub mod plan;
 pub mod rng;
 pub mod state;
 
+pub use call::panic_message;
 pub use error::{Error, Result};
 pub use exec::{Batch, Executor, Options};
 pub use ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec};
-pub use op::{KernelArgs, KernelFn, Lowered, NativeKernel, Operation};
+pub use op::{KernelArgs, KernelCall, KernelFn, Lowered, NativeKernel, Operation};
 pub use plan::{BufferInfo, BufferKind, Pipeline, Plan, Segment, Step};
 pub use state::{DType, Device, State};

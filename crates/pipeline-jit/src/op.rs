@@ -1,8 +1,9 @@
 //! Operations: what a pipeline is made of, and the contract of native kernels.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ir::ExprKernel;
 use crate::state::State;
@@ -90,6 +91,11 @@ impl KernelArgs {
 /// A native kernel: called once per sample; returns 0 on success, anything else is an error
 /// code reported as [`crate::Error::Kernel`] naming the sample.
 ///
+/// A panic cannot unwind out of an `extern "C"` function: Rust aborts the process there, so
+/// no caller can catch it. Write kernels that may panic (anything indexing, unwrapping or
+/// calling library code) with [`NativeKernel::from_fn`] instead, which catches panics inside
+/// the call and reports them, with their message, as [`crate::Error::KernelFailed`].
+///
 /// # Safety contract (for callers, i.e. this crate)
 /// `args` points to a valid [`KernelArgs`] whose pointers are valid for the stated lengths,
 /// the input and output do not overlap, and nothing else writes the output or scratch during
@@ -107,6 +113,59 @@ pub struct NativeKernel {
     pub kernel: KernelFn,
     context: Arc<dyn Any + Send + Sync>,
     context_ptr: *const c_void,
+    /// Messages of failed calls, for kernels made by [`NativeKernel::from_fn`].
+    pub(crate) failures: Option<Arc<KernelFailures>>,
+}
+
+/// One call of a closure kernel ([`NativeKernel::from_fn`]): the sample and its buffers as
+/// safe slices.
+#[derive(Debug)]
+pub struct KernelCall<'a> {
+    /// The sample id.
+    pub sample: u64,
+    /// Seed of this sample's generator for this operation ([`crate::rng::sample_rng`]).
+    pub seed: u64,
+    /// The sample's input bytes.
+    pub input: &'a [u8],
+    /// The sample's output bytes (exactly the output state's size).
+    pub output: &'a mut [u8],
+    /// The scratch space asked for with [`NativeKernel::with_scratch`].
+    pub scratch: &'a mut [u8],
+}
+
+/// The body of a closure kernel: `Err(message)` fails the sample with that message.
+pub(crate) type KernelClosure = dyn Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync;
+
+/// What a closure kernel's context pointer points to.
+pub(crate) struct ClosureContext {
+    pub(crate) body: Box<KernelClosure>,
+    pub(crate) failures: Arc<KernelFailures>,
+}
+
+/// The messages of a closure kernel's latest failed calls, by sample, so that the executor
+/// can attach the message to the error it returns. Bounded: calls whose error nobody asks
+/// for (other chunks failing in the same batch) cannot make it grow.
+#[derive(Debug, Default)]
+pub(crate) struct KernelFailures(Mutex<VecDeque<(u64, String)>>);
+
+/// Failure messages kept per kernel.
+const KEPT_FAILURES: usize = 64;
+
+impl KernelFailures {
+    pub(crate) fn record(&self, sample: u64, message: String) {
+        let mut q = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if q.len() == KEPT_FAILURES {
+            q.pop_front();
+        }
+        q.push_back((sample, message));
+    }
+
+    /// Takes the latest message recorded for `sample`.
+    pub(crate) fn take(&self, sample: u64) -> Option<String> {
+        let mut q = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = q.iter().rposition(|(s, _)| *s == sample)?;
+        q.remove(at).map(|(_, m)| m)
+    }
 }
 
 impl std::fmt::Debug for NativeKernel {
@@ -135,7 +194,26 @@ impl NativeKernel {
             kernel,
             context,
             context_ptr,
+            failures: None,
         }
+    }
+
+    /// A kernel written as a safe closure, called once per sample with the sample's buffers
+    /// ([`KernelCall`]). The closure may run on several threads at once. `Err(message)` or a
+    /// panic fails the sample: the run ends with [`crate::Error::KernelFailed`] carrying the
+    /// message (a panic's as `panicked: ...`), and the process keeps running.
+    pub fn from_fn<F>(output: State, body: F) -> Self
+    where
+        F: Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        let failures = Arc::new(KernelFailures::default());
+        let context = Arc::new(ClosureContext {
+            body: Box::new(body),
+            failures: Arc::clone(&failures),
+        });
+        let mut kernel = NativeKernel::new(output, crate::call::closure_kernel, context);
+        kernel.failures = Some(failures);
+        kernel
     }
 
     /// Ask for per-sample scratch space.

@@ -39,6 +39,11 @@ pub struct DumpArgs {
     /// Seed of random decoders (their output equals a loader's first epoch with this seed).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The largest image area (height x width pixels) decoded; a sample claiming more is
+    /// an error naming it, before memory is sized from the claim.
+    #[arg(long, value_name = "PIXELS", default_value_t = ffcv::decode::DEFAULT_MAX_IMAGE_PIXELS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_image_pixels: u64,
 }
 
 mod decoded;
@@ -60,12 +65,18 @@ pub fn run(args: &DumpArgs) -> Result<()> {
         None => num_samples,
     };
     decoded::check_fields(&reader, &args.decoder)?;
-    let mut chosen =
-        decoded::decode_range(&reader, &args.decoder, args.seed, args.start..end, args.raw)?;
+    let mut chosen = decoded::decode_range(
+        &reader,
+        &args.decoder,
+        args.seed,
+        args.start..end,
+        args.raw,
+        args.max_image_pixels,
+    )?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for sample in args.start..end {
-        let mut row = sample_row(&reader, &selected, sample, args.raw)?;
+        let mut row = sample_row(&reader, &selected, sample, args.raw, args.max_image_pixels)?;
         decoded::patch(&mut row, chosen.remove(&sample), &args.decoder);
         let line = row.to_python_json();
         out.write_all(line.as_bytes())
@@ -99,8 +110,15 @@ fn select_fields(reader: &Reader, names: Option<&[String]>) -> Result<Vec<usize>
         .collect()
 }
 
-/// One output line: `{"sample": ID, FIELD: VALUE, ...}`.
-pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> Result<JsonValue> {
+/// One output line: `{"sample": ID, FIELD: VALUE, ...}`; images of more than
+/// `max_image_pixels` pixels are refused.
+pub fn sample_row(
+    reader: &Reader,
+    fields: &[usize],
+    sample: u64,
+    raw: bool,
+    max_image_pixels: u64,
+) -> Result<JsonValue> {
     let mut row = vec![("sample".to_owned(), int(sample))];
     for &index in fields {
         let field = &reader.fields()[index];
@@ -110,6 +128,7 @@ pub fn sample_row(reader: &Reader, fields: &[usize], sample: u64, raw: bool) -> 
             field,
             sample,
             raw,
+            max_image_pixels,
         };
         match reader.metadata(sample, index)? {
             FieldMetadata::Float(x) => {
@@ -151,6 +170,7 @@ struct SampleField<'a> {
     field: &'a Field,
     sample: u64,
     raw: bool,
+    max_image_pixels: u64,
 }
 
 impl SampleField<'_> {
@@ -226,17 +246,21 @@ impl SampleField<'_> {
     }
 
     /// The full-resolution RGB pixels of a stored JPEG, which must have the size its
-    /// metadata records (checked from the JPEG header before anything is allocated).
+    /// metadata records (checked from the JPEG header before anything is allocated), at
+    /// most `--max-image-pixels`.
     fn decode_jpeg(&self, jpeg: &[u8], height: u16, width: u16) -> Result<Vec<u8>> {
+        // The loader's checks (area cap, header against metadata, a stream long enough for
+        // its frame) before anything is sized from the claimed size.
+        ffcv::decode::check_stored_image(
+            jpeg,
+            IMAGE_MODE_JPEG,
+            height,
+            width,
+            self.max_image_pixels,
+        )
+        .map_err(|reason| self.bad(format!("cannot decode the JPEG: {reason}")))?;
         let cannot =
             |err: ffcv::image::ImageError| self.bad(format!("cannot decode the JPEG: {err}"));
-        let info = ffcv::image::jpeg_info(jpeg).map_err(cannot)?;
-        if (info.height, info.width) != (u32::from(height), u32::from(width)) {
-            return Err(self.bad(format!(
-                "the JPEG is {}x{} but the metadata says {height}x{width}",
-                info.height, info.width
-            )));
-        }
         let pixels = usize::from(height) * usize::from(width) * 3;
         let image = ffcv::image::decode_jpeg(jpeg, pixels).map_err(cannot)?;
         Ok(image.into_pixels())

@@ -50,9 +50,22 @@ fn image_output(height: u32, width: u32) -> Result<DecoderOutput, String> {
     Ok(out)
 }
 
-/// `(height, width)` from a JPEG's frame header (SOFn), read by walking the marker
-/// segments without allocating; `None` if the bytes end or a scan starts before one.
-fn frame_size(jpeg: &[u8]) -> Option<(u16, u16)> {
+/// What a JPEG's frame header (SOFn) says, read without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Frame {
+    height: u16,
+    width: u16,
+    /// For Huffman-coded sequential frames (SOF0, SOF1: every FFCV-written JPEG), the
+    /// fewest bytes an entropy-coded scan of the whole frame can take: every 8x8 block
+    /// codes at least its DC difference and one AC symbol (EOB or a coefficient), each at
+    /// least one bit. `None` for other frames (progressive scans can skip runs of blocks
+    /// with one EOBRUN symbol, so no such bound holds).
+    min_scan_bytes: Option<u64>,
+}
+
+/// The frame header of `jpeg`, read by walking the marker segments without allocating;
+/// `None` if the bytes end or a scan starts before one.
+fn frame_header(jpeg: &[u8]) -> Option<Frame> {
     let be16 = |at: usize| Some(u16::from_be_bytes([*jpeg.get(at)?, *jpeg.get(at + 1)?]));
     if jpeg.get(..2)? != [0xFF, 0xD8] {
         return None;
@@ -77,13 +90,114 @@ fn frame_size(jpeg: &[u8]) -> Option<(u16, u16)> {
         }
         let len = usize::from(be16(at)?);
         if matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
-            return Some((be16(at + 3)?, be16(at + 5)?));
+            let (height, width) = (be16(at + 3)?, be16(at + 5)?);
+            let min_scan_bytes = if matches!(marker, 0xC0 | 0xC1) {
+                min_scan_bytes(jpeg.get(at + 7..)?, height, width)
+            } else {
+                None
+            };
+            return Some(Frame {
+                height,
+                width,
+                min_scan_bytes,
+            });
         }
         if len < 2 {
             return None;
         }
         at += len;
     }
+}
+
+/// The lower bound of [`Frame::min_scan_bytes`] from the component list of a frame
+/// header (`n`, then `id, HhVv, Tq` per component); `None` if the list is short or a
+/// sampling factor is 0 (the decoder then reports the damage itself).
+fn min_scan_bytes(components: &[u8], height: u16, width: u16) -> Option<u64> {
+    let n = usize::from(*components.first()?);
+    let factors = components.get(1..1 + 3 * n)?;
+    let sampling = |k: usize| {
+        (
+            u64::from(factors[3 * k + 1] >> 4),
+            u64::from(factors[3 * k + 1] & 15),
+        )
+    };
+    let (mut hmax, mut vmax) = (1, 1);
+    for k in 0..n {
+        let (h, v) = sampling(k);
+        if h == 0 || v == 0 {
+            return None;
+        }
+        (hmax, vmax) = (hmax.max(h), vmax.max(v));
+    }
+    let (h, w) = (u64::from(height), u64::from(width));
+    // A component's blocks, counted without the padding of interleaved MCUs (fewer blocks,
+    // so the bound stays a lower bound for either scan layout).
+    let blocks: u64 = (0..n)
+        .map(|k| {
+            let (ch, cv) = if n == 1 { (1, 1) } else { sampling(k) };
+            let (hm, vm) = if n == 1 { (1, 1) } else { (hmax, vmax) };
+            (w * ch).div_ceil(hm).div_ceil(8) * (h * cv).div_ceil(vm).div_ceil(8)
+        })
+        .sum();
+    Some((2 * blocks).div_ceil(8))
+}
+
+/// Refuses an image area over the loader's cap, before anything is sized from it.
+fn check_area(height: u16, width: u16, max_pixels: u64) -> Result<(), String> {
+    let pixels = u64::from(height) * u64::from(width);
+    if pixels > max_pixels {
+        return Err(format!(
+            "the image claims {height}x{width} = {pixels} pixels, over the loader's \
+             max_image_pixels of {max_pixels}; raise it (LoaderBuilder::max_image_pixels, \
+             `--max-image-pixels`) only for a trusted file"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a stored image's claims before anything is sized from them: its area against
+/// `max_image_pixels`, and for a JPEG (`mode` 0) that its frame header agrees with the
+/// metadata's `height x width` and that a baseline stream is long enough to code that
+/// frame (every 8x8 block takes at least 2 bits). The loader's image decoders run it on
+/// every sample; `ffcv dump` too. `Err` says what is wrong, for the caller to prefix with
+/// the file, field and sample.
+pub fn check_stored_image(
+    data: &[u8],
+    mode: u8,
+    height: u16,
+    width: u16,
+    max_image_pixels: u64,
+) -> Result<(), String> {
+    check_area(height, width, max_image_pixels)?;
+    if mode == beton_io::IMAGE_MODE_JPEG {
+        // Check the JPEG header against the metadata before the kernel sizes its
+        // full-resolution buffer from the metadata.
+        let frame = frame_header(data).ok_or_else(|| {
+            format!(
+                "JPEG decode failed ({} bytes of input): no frame header",
+                data.len()
+            )
+        })?;
+        let (h, w) = (frame.height, frame.width);
+        if (h, w) != (height, width) {
+            return Err(format!(
+                "the JPEG is {h}x{w} but the metadata says {height}x{width}"
+            ));
+        }
+        // A stream too short to code its frame would still make the kernel allocate the
+        // full frame before the scan runs out: refuse it from its length alone, so that a
+        // worker's buffers grow only for images whose bytes can hold them.
+        if let Some(min) = frame.min_scan_bytes
+            && (data.len() as u64) < min
+        {
+            return Err(format!(
+                "the JPEG's {} bytes cannot code a {h}x{w} frame (at least {min} bytes of scan \
+                 data); the stream is truncated or its header is forged",
+                data.len()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
@@ -97,21 +211,7 @@ fn decode_with(
     let (mode, width, height) = input
         .image_header()
         .ok_or("metadata too short for an RGBImageField")?;
-    if mode == beton_io::IMAGE_MODE_JPEG {
-        // Check the JPEG header against the metadata before the kernel sizes its
-        // full-resolution buffer from the metadata.
-        let (h, w) = frame_size(input.data).ok_or_else(|| {
-            format!(
-                "JPEG decode failed ({} bytes of input): no frame header",
-                input.data.len()
-            )
-        })?;
-        if (h, w) != (height, width) {
-            return Err(format!(
-                "the JPEG is {h}x{w} but the metadata says {height}x{width}"
-            ));
-        }
-    }
+    check_stored_image(input.data, mode, height, width, input.max_image_pixels)?;
     let mut rng = sample_rng(input.seed);
     KERNEL.with(|kernel| {
         let mut kernel = kernel
@@ -161,6 +261,7 @@ impl Decoder for SimpleRGBImageDecoder {
             }
         }
         let (h, w) = size.ok_or("cannot tell the image size of a file without samples")?;
+        check_area(h, w, info.max_image_pixels).map_err(|e| format!("sample 0: {e}"))?;
         image_output(u32::from(h), u32::from(w))
     }
 
@@ -277,8 +378,12 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_size;
+    use super::{check_area, frame_header, min_scan_bytes};
     use crate::image::{SyntheticImageSpec, synthetic_jpeg};
+
+    fn frame_size(jpeg: &[u8]) -> Option<(u16, u16)> {
+        frame_header(jpeg).map(|f| (f.height, f.width))
+    }
 
     #[test]
     fn frame_size_reads_the_header_and_refuses_damage() {
@@ -297,5 +402,43 @@ mod tests {
         }
         assert_eq!(frame_size(b"\xFF\xD8\xFF\xDA\x00\x02"), None);
         assert_eq!(frame_size(b"PNG"), None);
+    }
+
+    #[test]
+    fn real_jpegs_are_longer_than_their_minimal_scan() {
+        let spec = SyntheticImageSpec {
+            min_side: 8,
+            max_side: 300,
+        };
+        for i in 0..16 {
+            let (jpeg, w, h) = synthetic_jpeg(3, i, spec, 50).unwrap();
+            let min = frame_header(&jpeg).unwrap().min_scan_bytes.unwrap();
+            assert!(min > 0 && (jpeg.len() as u64) > min, "{w}x{h}: {min}");
+        }
+    }
+
+    #[test]
+    fn minimal_scan_counts_blocks_per_component() {
+        // Gray 16x16: 4 blocks, 8 bits, 1 byte.
+        assert_eq!(min_scan_bytes(&[1, 1, 0x11, 0], 16, 16), Some(1));
+        // 4:2:0 YCbCr 65000x65000: 8125^2 luma + 2 x 4063^2 chroma blocks, 2 bits each.
+        let ycc = [3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1];
+        let blocks = 8125u64 * 8125 + 2 * 4063 * 4063;
+        assert_eq!(
+            min_scan_bytes(&ycc, 65000, 65000),
+            Some((2 * blocks).div_ceil(8))
+        );
+        // A zero sampling factor or a short list gives no bound.
+        assert_eq!(min_scan_bytes(&[3, 1, 0x22, 0, 2, 0x01, 1], 8, 8), None);
+        assert_eq!(min_scan_bytes(&[1, 1, 0x10, 0], 8, 8), None);
+    }
+
+    #[test]
+    fn areas_over_the_cap_are_refused() {
+        assert!(check_area(65000, 65000, super::super::DEFAULT_MAX_IMAGE_PIXELS).is_err());
+        assert!(check_area(8736, 11648, super::super::DEFAULT_MAX_IMAGE_PIXELS).is_ok());
+        assert!(check_area(10, 10, 100).is_ok());
+        let err = check_area(10, 11, 100).unwrap_err();
+        assert!(err.contains("10x11 = 110 pixels") && err.contains("max_image_pixels of 100"));
     }
 }

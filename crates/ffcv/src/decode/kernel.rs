@@ -45,6 +45,8 @@ pub(crate) fn record_len(record: &[u8]) -> u64 {
 pub(crate) struct DecoderContext {
     decoder: Arc<dyn Decoder>,
     row_bytes: usize,
+    /// The loader's cap on decoded image area, passed to every call.
+    pub(crate) max_image_pixels: u64,
     /// The first failure of the current run: (sample, message).
     failure: Mutex<Option<(u64, String)>>,
 }
@@ -73,11 +75,17 @@ pub(crate) struct DecoderOp {
 }
 
 impl DecoderOp {
-    pub(crate) fn new(decoder: Arc<dyn Decoder>, output: DecoderOutput, row_bytes: usize) -> Self {
+    pub(crate) fn new(
+        decoder: Arc<dyn Decoder>,
+        output: DecoderOutput,
+        row_bytes: usize,
+        max_image_pixels: u64,
+    ) -> Self {
         DecoderOp {
             context: Arc::new(DecoderContext {
                 decoder,
                 row_bytes,
+                max_image_pixels,
                 failure: Mutex::new(None),
             }),
             output,
@@ -167,6 +175,7 @@ unsafe extern "C" fn decode_kernel(args: *const KernelArgs) -> i32 {
         data,
         metadata: &record[16..RECORD_BYTES],
         seed: args.seed,
+        max_image_pixels: ctx.max_image_pixels,
     };
     // A panic must not unwind through `extern "C"`: report it as a decode failure.
     match catch_unwind(AssertUnwindSafe(|| {

@@ -28,8 +28,17 @@ pub use defaults::{
 };
 pub use image::{
     CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
+    check_stored_image,
 };
 pub use spec::{DecoderChoice, UnknownDecoder, parse_field_decoder};
+
+/// The default cap on a decoded image's area, `2^27` = 134,217,728 pixels (384 MiB of
+/// RGB): above every camera sensor sold today (the largest common ones are about 100 MP,
+/// e.g. 11648 x 8736), far below the 65535 x 65535 a `.beton` header can claim. A file
+/// whose metadata or JPEG header claims more is refused sample by sample before any
+/// pixel memory is allocated; raise it with [`crate::LoaderBuilder::max_image_pixels`]
+/// (CLI: `--max-image-pixels`) for trusted files of larger images.
+pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 1 << 27;
 
 /// What kind of values an output holds: decides which helpers a [`crate::Batch`] offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +150,9 @@ pub struct FieldInfo<'a> {
     pub index: usize,
     /// The field.
     pub field: &'a Field,
+    /// The loader's cap on a decoded image's area ([`crate::LoaderBuilder::max_image_pixels`]);
+    /// image decoders refuse a larger size before they allocate for it.
+    pub max_image_pixels: u64,
 }
 
 /// One sample of one field, as a decoder sees it.
@@ -157,6 +169,8 @@ pub struct SampleInput<'a> {
     /// The seed of this sample's generator for this operation: depends only on the
     /// loader's seed, the epoch, the sample and the operation's position.
     pub seed: u64,
+    /// The loader's cap on a decoded image's area (see [`FieldInfo::max_image_pixels`]).
+    pub max_image_pixels: u64,
 }
 
 impl SampleInput<'_> {

@@ -186,7 +186,15 @@ pub fn decode_jpeg(jpeg: &[u8], max_bytes: usize) -> Result<RgbImage> {
             reason: "the decoded image would be empty or exceed the size limit",
         });
     }
-    let mut pixels = vec![0u8; needed];
+    let mut pixels = Vec::new();
+    pixels
+        .try_reserve_exact(needed)
+        .map_err(|_| ImageError::BadSize {
+            height: info.height.into(),
+            width: info.width.into(),
+            reason: "not enough memory for the decoded image",
+        })?;
+    pixels.resize(needed, 0);
     let (h, w) = decode_jpeg_into(jpeg, &mut pixels)?;
     RgbImage::new(w, h, pixels)
 }

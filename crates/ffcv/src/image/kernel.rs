@@ -114,6 +114,15 @@ impl RgbDecoderKernel {
             }
             ImageMode::Jpeg => {
                 if self.full.len() < needed {
+                    // Sized from the file: allocated fallibly, so a size the machine
+                    // cannot hold is an error for this sample, not an abort.
+                    self.full
+                        .try_reserve_exact(needed - self.full.len())
+                        .map_err(|_| ImageError::BadSize {
+                            height: h.into(),
+                            width: w.into(),
+                            reason: "not enough memory for the decoded image",
+                        })?;
                     self.full.resize(needed, 0);
                 }
                 let full = &mut self.full[..needed];

@@ -631,6 +631,10 @@ impl TurboDecoder {
                         c.ph = mcuy * c.v * 8;
                         let plane = &mut self.planes[k];
                         plane.clear();
+                        // Sized from the frame header: allocated fallibly.
+                        plane
+                            .try_reserve_exact(c.pw * c.ph)
+                            .map_err(|_| err("not enough memory for the decoded planes"))?;
                         plane.resize(c.pw * c.ph, 0);
                     }
                 }

@@ -29,6 +29,7 @@ pub(super) fn decode_range(
     seed: u64,
     range: Range<u64>,
     raw: bool,
+    max_image_pixels: u64,
 ) -> Result<Decoded> {
     let mut decoded = Decoded::new();
     let enabled: Vec<&(String, DecoderChoice)> = decoders
@@ -44,6 +45,7 @@ pub(super) fn decode_range(
         .order(Order::Sequential)
         .num_workers(1)
         .seed(seed)
+        .max_image_pixels(max_image_pixels)
         .indices(range.collect::<Vec<u64>>());
     for field in reader.fields() {
         builder = match enabled.iter().find(|(name, _)| *name == field.name) {
