@@ -125,6 +125,8 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
     let jpegs = jpegs.to_str().unwrap();
     let out = dir.path().join("out.beton");
     let out = out.to_str().unwrap();
+    let state = dir.path().join("state.json");
+    let state = state.to_str().unwrap();
     let folder = image_folder(dir.path());
     let folder = folder.to_str().unwrap();
 
@@ -241,6 +243,12 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&dump, "--seed", "{}", ok_zero_and_max),
         row(
             &["dump", jpegs, "--count", "2"],
+            "--max-image-pixels",
+            "{}",
+            &[(MAX, 0)],
+        ),
+        row(
+            &["dump", jpegs, "--count", "2"],
             "--decoder",
             "image=center-crop:{}x8",
             &[],
@@ -320,6 +328,14 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&bench_arrays, "--max-memory", "{}", &[("0", 1), (MAX, 0)]),
         row(&bench_process, "--reader-threads", "{}", &[]),
         row(&bench_process, "--prefetch-ahead", "{}", ok_zero_and_max),
+        row(&bench, "--max-image-pixels", "{}", &[(MAX, 0)]),
+        // Stopping after 0 batches saves the epoch's start; u64::MAX stops at its end.
+        row(
+            &[&bench[..], &["--save-state", state]].concat(),
+            "--stop-after",
+            "{}",
+            ok_zero_and_max,
+        ),
         // u64::MAX ranks leave rank 0 no batch: a usage error.
         row(
             &[&bench[..], &["--rank", "0"]].concat(),
@@ -365,6 +381,7 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&doctor_process, "--max-memory", "{}", ok_zero_and_max),
         row(&doctor_process, "--reader-threads", "{}", &[]),
         row(&doctor_process, "--prefetch-ahead", "{}", ok_zero_and_max),
+        row(&doctor, "--max-image-pixels", "{}", &[(MAX, 0)]),
         row(
             &["doctor", scalars, "--no-measure", "--rank", "0"],
             "--world-size",

@@ -550,8 +550,14 @@ impl Report<'_> {
             human_bytes(f.page_size)
         );
         let memory = match m.memory {
+            Some(mem) if mem.cgroup_binds() => format!(
+                "{} limit (the cgroup's; the machine has {}), {} available",
+                human_bytes(mem.total),
+                human_bytes(mem.physical_total),
+                human_bytes(mem.available)
+            ),
             Some(mem) => format!(
-                "{} total, {} available",
+                "{} total, {} available (the machine's; no lower cgroup limit)",
                 human_bytes(mem.total),
                 human_bytes(mem.available)
             ),

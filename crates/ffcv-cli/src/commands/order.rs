@@ -251,10 +251,7 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         (None, Some(state)) => state.order_kind().unwrap_or(OrderKind::Sequential),
         (None, None) => OrderKind::Sequential,
     };
-    let seed = args
-        .seed
-        .or(state.as_ref().map(|s| s.seed()))
-        .unwrap_or(0);
+    let seed = args.seed.or(state.as_ref().map(|s| s.seed())).unwrap_or(0);
     let batch_size = match (args.batch_size, &state) {
         (Some(b), _) => to_usize("batch-size", b)?,
         (None, Some(state)) => state.batch_size(),

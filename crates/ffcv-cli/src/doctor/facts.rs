@@ -11,14 +11,46 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-/// Total and available memory, in bytes, from `/proc/meminfo` (capped by a cgroup limit).
+/// The memory this process may use, in bytes: the machine's (`/proc/meminfo`) capped by
+/// its cgroup's limit (`page_cache::memory_facts`, which reads v1 and v2 hierarchies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
-    /// `MemTotal`, or the cgroup's `memory.max` when that is lower.
+    /// The smaller of `MemTotal` and the cgroup limit: what binds.
     pub total: u64,
-    /// `MemAvailable`: what can be used without swapping (page cache that can be dropped
-    /// counts as available), capped by `total`.
+    /// What can still be taken: `MemAvailable`, capped by the cgroup's limit minus its
+    /// usage (its inactive page cache counted as free).
     pub available: u64,
+    /// `MemTotal`, the machine's memory.
+    pub physical_total: u64,
+    /// The cgroup's limit, when one is set.
+    pub cgroup_limit: Option<u64>,
+}
+
+impl Memory {
+    /// The doctor's view of the page cache's memory facts.
+    pub fn from_facts(facts: &ffcv::page_cache::MemoryFacts) -> Memory {
+        Memory {
+            total: facts.limit(),
+            available: facts.available().min(facts.limit()),
+            physical_total: facts.physical_total,
+            cgroup_limit: facts.cgroup.as_ref().and_then(|c| c.limit),
+        }
+    }
+
+    /// Memory with no cgroup limit (the machine's figures bind).
+    pub fn physical(total: u64, available: u64) -> Memory {
+        Memory {
+            total,
+            available: available.min(total),
+            physical_total: total,
+            cgroup_limit: None,
+        }
+    }
+
+    /// Whether the cgroup limit, not the machine's memory, binds.
+    pub fn cgroup_binds(&self) -> bool {
+        self.cgroup_limit.is_some_and(|l| l <= self.physical_total)
+    }
 }
 
 /// What kind of storage holds the file.
@@ -80,9 +112,7 @@ pub struct MachineFacts {
 impl MachineFacts {
     /// Probes the current machine for a file at `path`.
     pub fn probe(path: &Path) -> MachineFacts {
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let cgroup_max = std::fs::read_to_string("/sys/fs/cgroup/memory.max").ok();
-        let memory = parse_meminfo(&meminfo).map(|m| cap_by_cgroup(m, cgroup_max.as_deref()));
+        let memory = ffcv::page_cache::memory_facts().map(|f| Memory::from_facts(&f));
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let affinity = parse_cpus_allowed(&status);
         let affinity_cpus = match &affinity {
@@ -109,6 +139,9 @@ impl MachineFacts {
         json!({
             "memory_total_bytes": self.memory.map(|m| m.total),
             "memory_available_bytes": self.memory.map(|m| m.available),
+            "memory_physical_total_bytes": self.memory.map(|m| m.physical_total),
+            "memory_cgroup_limit_bytes": self.memory.and_then(|m| m.cgroup_limit),
+            "memory_bound": self.memory.map(|m| if m.cgroup_binds() { "cgroup" } else { "physical" }),
             "storage": {
                 "device": self.storage.device,
                 "filesystem": self.storage.filesystem,
@@ -120,37 +153,6 @@ impl MachineFacts {
             "physical_cores": self.physical_cores,
             "gpus": self.gpus,
         })
-    }
-}
-
-/// Reads `MemTotal` and `MemAvailable` (kB in the file) as bytes. `None` without `MemTotal`;
-/// a kernel too old for `MemAvailable` falls back to `MemFree`.
-pub fn parse_meminfo(text: &str) -> Option<Memory> {
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|line| {
-            line.split_once(':')
-                .is_some_and(|(key, _)| key.trim() == name)
-        })?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        kib.checked_mul(1024)
-    };
-    let total = field("MemTotal")?;
-    let available = field("MemAvailable").or_else(|| field("MemFree"))?;
-    Some(Memory {
-        total,
-        available: available.min(total),
-    })
-}
-
-/// A cgroup v2 `memory.max` below the machine's memory is what this process can really use.
-/// `max` (no limit) or an unreadable file leaves the figures as they are.
-pub fn cap_by_cgroup(memory: Memory, memory_max: Option<&str>) -> Memory {
-    match memory_max.and_then(|text| text.trim().parse::<u64>().ok()) {
-        Some(limit) if limit < memory.total => Memory {
-            total: limit,
-            available: memory.available.min(limit),
-        },
-        _ => memory,
     }
 }
 
@@ -355,37 +357,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn meminfo_gives_total_and_available_in_bytes() {
-        let text = "MemTotal:        8048576 kB\nMemFree:          100000 kB\nMemAvailable:    4000000 kB\n";
-        assert_eq!(
-            parse_meminfo(text),
-            Some(Memory {
-                total: 8_048_576 * 1024,
-                available: 4_000_000 * 1024
-            })
-        );
-        let old_kernel = "MemTotal: 1000 kB\nMemFree: 300 kB\n";
-        assert_eq!(parse_meminfo(old_kernel).unwrap().available, 300 * 1024);
-        assert_eq!(parse_meminfo("MemFree: 3 kB\n"), None);
-        assert_eq!(parse_meminfo(""), None);
-    }
-
-    #[test]
-    fn a_cgroup_limit_below_ram_caps_total_and_available() {
-        let memory = Memory {
-            total: 8 << 30,
-            available: 6 << 30,
+    fn a_cgroup_limit_below_ram_binds_total_and_available() {
+        use ffcv::page_cache::{CgroupMemory, CgroupVersion, MemoryFacts};
+        let facts = |limit: Option<u64>| MemoryFacts {
+            physical_total: 8 << 30,
+            physical_available: 6 << 30,
+            cgroup: Some(CgroupMemory {
+                version: CgroupVersion::V2,
+                dir: PathBuf::from("/sys/fs/cgroup/job"),
+                limit,
+                usage: Some(1 << 30),
+                reclaimable: 0,
+            }),
         };
+        let limited = Memory::from_facts(&facts(Some(2 << 30)));
         assert_eq!(
-            cap_by_cgroup(memory, Some("2147483648\n")),
+            limited,
             Memory {
                 total: 2 << 30,
-                available: 2 << 30
+                available: 1 << 30,
+                physical_total: 8 << 30,
+                cgroup_limit: Some(2 << 30),
             }
         );
-        assert_eq!(cap_by_cgroup(memory, Some("max\n")), memory);
-        assert_eq!(cap_by_cgroup(memory, None), memory);
-        assert_eq!(cap_by_cgroup(memory, Some("17179869184")), memory);
+        assert!(limited.cgroup_binds());
+        let unlimited = Memory::from_facts(&facts(None));
+        assert_eq!(unlimited, Memory::physical(8 << 30, 6 << 30));
+        assert!(!unlimited.cgroup_binds());
+        // A limit above the machine's memory limits nothing.
+        let loose = Memory::from_facts(&facts(Some(16 << 30)));
+        assert_eq!((loose.total, loose.cgroup_binds()), (8 << 30, false));
     }
 
     #[test]

@@ -281,10 +281,7 @@ mod tests {
     fn situation(file_bytes: u64) -> Situation {
         Situation {
             file_bytes,
-            memory: Some(Memory {
-                total: 16 * GIB,
-                available: 12 * GIB,
-            }),
+            memory: Some(Memory::physical(16 * GIB, 12 * GIB)),
             max_memory: None,
             world_size: 1,
             affinity_cpus: 8,
