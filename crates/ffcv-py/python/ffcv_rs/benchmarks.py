@@ -1,6 +1,6 @@
 """``python -m ffcv_rs.benchmarks FILE``: a bounded loader benchmark, like FFCV's.
 
-Runs ``--epochs`` epochs (default 2) of at most ``--max-batches`` batches (default 200)
+Runs ``--warmup`` untimed epochs (default 0), then ``--epochs`` timed epochs (default 2) of at most ``--max-batches`` batches (default 200)
 over FILE with the given knobs, touching every output of every batch from Python, and
 prints samples/s per epoch and the loader's counters. Never unbounded by default.
 """
@@ -40,7 +40,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--num-workers", type=int, default=-1)
     p.add_argument("--order", choices=[o.name.lower() for o in OrderOption], default="random")
     p.add_argument("--os-cache", type=int, choices=[0, 1], default=1)
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=2, help="timed epochs")
+    p.add_argument("--warmup", type=int, default=0, help="untimed epochs first")
+    p.add_argument("--no-drop-last", action="store_true")
     p.add_argument("--max-batches", type=int, default=200, help="per epoch (0: whole epochs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--decoder", action="append", default=[], metavar="FIELD=SPEC")
@@ -52,10 +54,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     loader = Loader(
         args.file, batch_size=args.batch_size, num_workers=args.num_workers,
         order=OrderOption[args.order.upper()], os_cache=bool(args.os_cache), seed=args.seed,
-        pipelines=_decoders(args.decoder), drop_last=True,
+        pipelines=_decoders(args.decoder), drop_last=not args.no_drop_last,
     )
     epochs = []
-    for epoch in range(args.epochs):
+    for epoch in range(args.warmup + args.epochs):
         t0 = time.perf_counter()
         samples = 0
         checksum = 0
@@ -72,17 +74,21 @@ def main(argv: Optional[List[str]] = None) -> int:
                 break
         it.close()
         secs = time.perf_counter() - t0
+        if epoch < args.warmup:
+            continue
         epochs.append({"epoch": epoch, "samples": samples, "seconds": secs,
                        "samples_per_s": samples / secs if secs > 0 else 0.0})
         if not args.json:
             print(f"epoch {epoch}: {samples} samples in {secs:.3f} s = {samples / secs:,.0f} samples/s")
-    result = {"file": args.file, "batch_size": args.batch_size, "num_workers": loader.num_workers,
+    median = sorted(e["samples_per_s"] for e in epochs)[len(epochs) // 2]
+    result = {"file": args.file, "median_samples_per_s": median, "batch_size": args.batch_size, "num_workers": loader.num_workers,
               "order": args.order, "os_cache": bool(args.os_cache), "epochs": epochs,
               "stats": loader.stats()}
     if args.json:
         print(json.dumps(result))
     else:
         s = result["stats"]
+        print(f"median: {median:,.0f} samples/s")
         print(f"stats: wait_pages {s['wait_pages']:.3f} s, decode {s['decode']:.3f} s, "
               f"wait_slot {s['wait_slot']:.3f} s, consumer_wait {s['consumer_wait']:.3f} s")
     return 0
