@@ -134,3 +134,13 @@ def test_indices_and_dataset_errors(tmp_beton):
     with pytest.raises(ValueError):
         DatasetWriter(tmp_beton, {"v": NDArrayField(np.float32, (2,))}, num_workers=1).from_indexed_dataset(
             [(np.zeros(3),)], progress=False)
+
+
+def test_page_retry_rewrite_is_byte_identical(tmp_beton):
+    cols, lengths = read_columns(fixture("page_retry"), {"index": [IntDecoder()], "a": [BytesDecoder()],
+                                                         "b": [BytesDecoder()]})
+    items = [(int(i[0]), a[:la].tobytes(), b[:lb].tobytes()) for i, a, la, b, lb in
+             zip(cols["index"], cols["a"], lengths["a"], cols["b"], lengths["b"])]
+    DatasetWriter(tmp_beton, {"index": IntField(), "a": BytesField(), "b": BytesField()},
+                  page_size=PAGE, num_workers=1).from_indexed_dataset(items, progress=False)
+    assert sha_file(tmp_beton) == expected("page_retry")["file_sha256"]
