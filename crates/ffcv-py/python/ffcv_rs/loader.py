@@ -279,12 +279,15 @@ class Loader:
             self._plans[field] = plan
             native_pipelines[field] = plan.native
 
-        self._native = _native.Loader(
+        # Kept so that load_state_dict can rebuild the native loader with a resume state
+        # (the Rust LoaderBuilder takes the state as one more knob).
+        self._native_args = (
             fname, batch_size, num_workers, bool(os_cache), order.value, bool(distributed), r, w,
             seed, indices, native_pipelines, bool(drop_last), batches_ahead, bool(recompile),
             bool(compile), max_memory, prefetch_ahead, reader_threads, bool(direct_io),
             bool(retain_pages), bool(hold_all_pages),
         )
+        self._native = _native.Loader(*self._native_args)
         self.fname = fname
         self.order = order
         self.distributed = bool(distributed)
@@ -348,8 +351,11 @@ class Loader:
         return self._native.live_threads()
 
     def state_dict(self) -> Dict[str, Any]:
-        """FFCV has no mid-epoch resume; ffcv-rs's ``LoaderState`` provides it, and this
-        method will return it as a plain, JSON-safe dict once the Rust loader exports it."""
+        """FFCV has no mid-epoch resume; ffcv-rs's ``LoaderState`` provides it. Planned
+        shape: ``{"ffcv_rs_loader_state": 1, "state": <LoaderState JSON as a dict>}``
+        (the running epoch's state, else the loader's), so that it pickles and goes
+        through ``json`` unchanged; ``load_state_dict`` rebuilds the native loader with
+        ``LoaderBuilder::resume``. Not in this build: the Rust side has not landed."""
         raise NotImplementedError(
             "Loader.state_dict needs ffcv-rs's LoaderState (the resume issue), which this "
             "build does not include yet; to resume at an epoch boundary set loader.next_epoch"
