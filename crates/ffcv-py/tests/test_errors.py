@@ -89,6 +89,12 @@ def test_bad_transform_parameters_raise_value_error():
         CenterCropRGBImageDecoder((0, 32))
 
 
+def test_to_device_without_to_tensor_is_refused():
+    from ffcv_rs.transforms import ToDevice
+    with pytest.raises(ValueError, match="ToTensor"):
+        Loader(fixture("scalars"), batch_size=4, pipelines={"index": [IntDecoder(), ToDevice("cpu")]})
+
+
 def test_normalize_on_an_int_field_is_a_config_error():
     with pytest.raises(ConfigError):
         Loader(fixture("scalars"), batch_size=4,

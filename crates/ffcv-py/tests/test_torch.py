@@ -13,8 +13,8 @@ import pytest
 from conftest import fixture, torch_or_skip
 from ffcv_rs.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
 from ffcv_rs.loader import Loader, OrderOption
-from ffcv_rs.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToTensor,
-                                ToTorchImage)
+from ffcv_rs.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice,
+                                ToTensor, ToTorchImage)
 
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
 STD = np.array([0.229, 0.224, 0.225]) * 255
@@ -44,9 +44,12 @@ def test_to_tensor_yields_tensors_over_the_slot():
 def test_imagenet_pipeline_runs_with_only_the_imports_changed():
     torch = torch_or_skip()
     res = 64
+    # FFCV's ImageNet example's pipelines, with the device being the CPU here.
+    device = torch.device("cpu")
     image_pipeline = [RandomResizedCropRGBImageDecoder((res, res)), RandomHorizontalFlip(),
-                      ToTensor(), ToTorchImage(), NormalizeImage(MEAN, STD, np.float16)]
-    label_pipeline = [IntDecoder(), ToTensor(), Squeeze()]
+                      ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(),
+                      NormalizeImage(MEAN, STD, np.float16)]
+    label_pipeline = [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
     loader = Loader(fixture("images_jpg"), batch_size=8, num_workers=2, order=OrderOption.RANDOM,
                     seed=1, os_cache=True, drop_last=True,
                     pipelines={"image": image_pipeline, "label": label_pipeline, "index": None})
@@ -100,8 +103,9 @@ def test_torchrun_two_ranks_cover_every_sample_exactly_once(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(TORCHRUN_SCRIPT)
     out = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29517", str(script), fixture("scalars")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        # --standalone: a rendezvous on a free local port, so runs never collide on one.
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script), fixture("scalars")],
+        capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "EXACTLY-ONCE OK" in out.stdout

@@ -113,6 +113,8 @@ def _plan(field: str, pipeline: Sequence[Any]) -> _Plan:
             else:
                 plan.chw = True
         elif isinstance(op, ToDevice):
+            if not plan.to_tensor:
+                raise ValueError(f"field {field!r}: ToDevice needs a ToTensor before it")
             plan.post.append(("device", (op.device, op.non_blocking)))
         elif isinstance(op, Operation) and op._native_name is not None and not seen_callable:
             # Built-in transforms are layout-blind per image, so running them before the
@@ -304,6 +306,10 @@ class Loader:
         self._torch = None
         if any(p.to_tensor for p in self._output_plans):
             self._torch = _torch()
+            if self._torch is None and any(
+                kind == "device" for p in self._output_plans for kind, _ in p.post
+            ):
+                raise ImportError("ToDevice moves torch tensors, and torch is not installed")
 
     # FFCV's attributes.
     @property
