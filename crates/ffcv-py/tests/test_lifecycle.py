@@ -72,7 +72,7 @@ def test_memory_stays_flat_over_twenty_epochs():
     after = rss()
     assert after - before < 8 << 20, f"RSS grew by {(after - before) >> 10} KiB over 20 epochs"
     s = loader.stats()
-    assert s["slot_allocations"] == s["slots"]
+    assert s["slot_allocations"] == s["slots"] <= 3 + 3
 
 
 def test_distributed_from_torchrun_environment(monkeypatch):
