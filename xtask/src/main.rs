@@ -16,7 +16,8 @@ usage: cargo xtask <task> [args]
 
 tasks:
   verify              tidy check, `cargo fmt --check`, `cargo clippy -D warnings`, `cargo test`
-                      (the whole workspace); stops at the first failing step
+                      (the whole workspace), then the Python package's pytest suite in
+                      target/python-venv; stops at the first failing step
   bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
                       `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]`
   gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
@@ -118,7 +119,68 @@ fn verify_steps(root: &Path) -> Result<(), String> {
         let title = format!("{name}: cargo {}", cargo_args.join(" "));
         step(&title, || run_cargo(root, cargo_args))?;
     }
+    step(
+        "python: ffcv_rs into target/python-venv (maturin develop), pytest crates/ffcv-py/tests",
+        || python_tests(root),
+    )?;
     Ok(())
+}
+
+/// The Python package's suite: a virtual environment under `target/` (made once, with
+/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy and pytest
+/// from the package index, the package built into it, then pytest. pytest's exit 5 (no
+/// test collected) counts as a failure: the suite must run.
+fn python_tests(root: &Path) -> Result<(), String> {
+    let venv = root.join("target").join("python-venv");
+    let bin = venv.join("bin");
+    let python = bin.join("python");
+    if !python.exists() {
+        let base = std::env::var_os("FFCV_PYTHON").unwrap_or_else(|| "python3".into());
+        let venv_arg = venv.to_string_lossy().into_owned();
+        run(root, Command::new(&base).args(["-m", "venv", &venv_arg]))?;
+    }
+    run(
+        root,
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "maturin>=1.5,<2",
+            "numpy",
+            "pytest",
+        ]),
+    )?;
+    run(
+        root,
+        Command::new(bin.join("maturin"))
+            .args([
+                "develop",
+                "--quiet",
+                "--manifest-path",
+                "crates/ffcv-py/Cargo.toml",
+            ])
+            .env("VIRTUAL_ENV", &venv),
+    )?;
+    run(
+        root,
+        Command::new(&python).args(["-m", "pytest", "-q", "crates/ffcv-py/tests"]),
+    )
+}
+
+/// Runs `command` in the workspace root with inherited stdio; fails on a non-zero status.
+fn run(root: &Path, command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let status = command
+        .current_dir(root)
+        .status()
+        .map_err(|err| format!("cannot run {shown}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
 }
 
 /// `cargo xtask bench ARGS...`: the benchmark runner in release mode, arguments passed through.

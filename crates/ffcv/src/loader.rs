@@ -951,6 +951,17 @@ impl Loader {
         EpochIter::start(Arc::clone(&self.shared), epoch, start)
     }
 
+    /// [`Loader::iter`] for front ends that keep the loader and its running epoch in one
+    /// object (the Python binding): the iterator does not borrow the loader. The caller
+    /// keeps [`Loader::iter`]'s rule by hand: one epoch at a time, so drop (or exhaust) the
+    /// previous iterator before starting another, because the producer of a second epoch
+    /// would wait on the first one's fields inside the same worker pool.
+    pub fn iter_unbound(&mut self) -> EpochIter<'static> {
+        let epoch = self.next_epoch;
+        self.next_epoch += 1;
+        EpochIter::start(Arc::clone(&self.shared), epoch)
+    }
+
     /// A loader over the samples whose field `field` satisfies `predicate` (FFCV's
     /// `Loader.filter`), with every other knob (and the seed) of this one.
     pub fn filter(

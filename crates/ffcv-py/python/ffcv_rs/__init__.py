@@ -1,0 +1,25 @@
+"""ffcv_rs: FFCV's data loader API over the ffcv-rs Rust loader.
+
+Migrating from FFCV means replacing ``ffcv`` by ``ffcv_rs`` in the imports::
+
+    from ffcv_rs.loader import Loader, OrderOption
+    from ffcv_rs.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+    from ffcv_rs.transforms import ToTensor, ToTorchImage, NormalizeImage
+
+Batches share the loader's memory (no copy): NumPy arrays, or torch tensors when the
+pipeline has ``ToTensor`` and torch is installed. torch is imported only then.
+"""
+
+from .errors import BadFileError, ConfigError, DecodeError, FFCVError
+from .loader import Loader, OrderOption
+
+__version__ = "0.1.0"
+__all__ = [
+    "Loader",
+    "OrderOption",
+    "FFCVError",
+    "BadFileError",
+    "ConfigError",
+    "DecodeError",
+    "__version__",
+]

@@ -1,0 +1,37 @@
+//! The native half of the `ffcv_rs` Python package (`ffcv_rs._native`): the loader, the
+//! zero-copy batch views and the writer, over the `ffcv` facade.
+//!
+//! # Overview
+//!
+//! - [`loader::NativeLoader`] (`_native.Loader`) owns an [`ffcv::Loader`] and at most one
+//!   running epoch; `next_batch` waits with the GIL released and returns one
+//!   [`batch::OutputView`] per output.
+//! - [`batch::OutputView`] (`_native.BatchOutput`) exports a batch output's slot memory
+//!   through `__array_interface__` and `__dlpack__` ([`dlpack`], the only `unsafe`
+//!   module) and keeps the batch alive, so a slot returns to the loader only when the last
+//!   array or tensor viewing it is garbage-collected.
+//! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable.
+//! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
+//!
+//! FFCV's API itself (`Loader`, `OrderOption`, fields, decoders, transforms,
+//! `DatasetWriter`) is Python code in `python/ffcv_rs/`, which also converts outputs to
+//! NumPy arrays or torch tensors.
+
+pub mod batch;
+pub mod dlpack;
+pub mod errors;
+pub mod loader;
+pub mod spec;
+pub mod writer;
+
+use pyo3::prelude::*;
+
+/// The `ffcv_rs._native` module.
+#[pymodule(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<loader::NativeLoader>()?;
+    m.add_class::<batch::OutputView>()?;
+    m.add_function(wrap_pyfunction!(writer::write_dataset, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! `_native.Loader`: the facade's [`ffcv::Loader`] behind a lock, with at most one running
+//! epoch. `ffcv_rs/loader.py` wraps it in FFCV's `Loader` signature.
+//!
+//! Waiting for a batch happens with the GIL released. A pending `KeyboardInterrupt` (or
+//! any signal handler's exception) is raised as soon as the wait returns: the epoch is
+//! stopped first, which joins its producer and page readers, so the loader is usable again.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use ffcv::format::FieldType;
+use ffcv::{DecoderChoice, EpochIter, Loader, Order};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::batch::{OutputView, views};
+use crate::errors;
+use crate::spec::{self, Op};
+
+/// The running epoch: its id (so a stale Python iterator cannot stop a newer epoch) and
+/// the facade iterator.
+struct Running {
+    id: u64,
+    iter: EpochIter<'static>,
+}
+
+/// The native loader. Build it through `ffcv_rs.loader.Loader`.
+#[pyclass(frozen, module = "ffcv_rs._native", name = "Loader")]
+pub struct NativeLoader {
+    loader: Mutex<Loader>,
+    running: Mutex<Option<Running>>,
+    /// Ids handed out by `start_epoch`.
+    epochs_started: Mutex<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; carry on with it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[pymethods]
+impl NativeLoader {
+    /// Opens `path` and builds the loader; `pipelines` maps field names to `None`
+    /// (disabled) or `[(decoder, params), (transform, params), ...]`.
+    #[new]
+    #[pyo3(signature = (
+        path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
+        indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
+        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: String,
+        batch_size: usize,
+        num_workers: i64,
+        os_cache: bool,
+        order: &str,
+        distributed: bool,
+        rank: usize,
+        world_size: usize,
+        seed: Option<u64>,
+        indices: Option<Vec<u64>>,
+        pipelines: HashMap<String, Option<Vec<Op<'_>>>>,
+        drop_last: bool,
+        batches_ahead: usize,
+        recompile: bool,
+        compile: bool,
+        max_memory: Option<u64>,
+        prefetch_ahead: Option<usize>,
+        reader_threads: Option<usize>,
+        direct_io: bool,
+        retain_pages: bool,
+        hold_all_pages: bool,
+    ) -> PyResult<NativeLoader> {
+        let order = match order {
+            "SEQUENTIAL" => Order::Sequential,
+            "RANDOM" => Order::Random,
+            "QUASI_RANDOM" => Order::QuasiRandom,
+            other => {
+                return Err(errors::config(
+                    py,
+                    format!("order {other:?} is not SEQUENTIAL, RANDOM or QUASI_RANDOM"),
+                ));
+            }
+        };
+        // Opened here (once: the builder takes it) to see the fields' types.
+        let reader = py
+            .detach(|| ffcv::format::Reader::open(&path))
+            .map_err(|e| errors::from_format(py, e))?;
+        let reader = std::sync::Arc::new(reader);
+        let mut b = Loader::builder(&path)
+            .reader(std::sync::Arc::clone(&reader))
+            .batch_size(batch_size)
+            .num_workers(num_workers)
+            .os_cache(os_cache)
+            .order(order)
+            .distributed(distributed)
+            .rank(rank)
+            .world_size(world_size)
+            .drop_last(drop_last)
+            .batches_ahead(batches_ahead)
+            .recompile(recompile)
+            .compile(compile)
+            .direct_io(direct_io)
+            .retain_pages(retain_pages)
+            .hold_all_pages(hold_all_pages);
+        if let Some(s) = seed {
+            b = b.seed(s);
+        }
+        if let Some(i) = indices {
+            b = b.indices(i);
+        }
+        if let Some(m) = max_memory {
+            b = b.max_memory(m);
+        }
+        if let Some(p) = prefetch_ahead {
+            b = b.prefetch_ahead(p);
+        }
+        if let Some(t) = reader_threads {
+            b = b.reader_threads(t);
+        }
+        // Sorted, so that errors about several fields always name the same one first.
+        let mut fields: Vec<_> = pipelines.into_iter().collect();
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        for (field, ops) in fields {
+            b = match ops {
+                None => b.decoder(field, DecoderChoice::Disabled),
+                Some(ops) => {
+                    let json = reader
+                        .field_index(&field)
+                        .is_some_and(|i| reader.fields()[i].field_type == FieldType::Json);
+                    let p = spec::pipeline(&field, &ops, json)?;
+                    b.pipeline(field, p)
+                }
+            };
+        }
+        // Building opens the file, plans and compiles: no Python object is touched.
+        let loader = py
+            .detach(|| b.build())
+            .map_err(|e| errors::from_ffcv(py, e))?;
+        Ok(NativeLoader {
+            loader: Mutex::new(loader),
+            running: Mutex::new(None),
+            epochs_started: Mutex::new(0),
+        })
+    }
+
+    /// Batches per epoch.
+    fn __len__(&self) -> usize {
+        lock(&self.loader).len()
+    }
+
+    /// The seed in use (given, or drawn when the loader was built).
+    #[getter]
+    fn seed(&self) -> u64 {
+        lock(&self.loader).seed()
+    }
+
+    /// Samples per batch.
+    #[getter]
+    fn batch_size(&self) -> usize {
+        lock(&self.loader).batch_size()
+    }
+
+    /// Worker threads.
+    #[getter]
+    fn num_workers(&self) -> usize {
+        lock(&self.loader).num_workers()
+    }
+
+    /// The epoch the next `start_epoch` runs.
+    #[getter]
+    fn get_next_epoch(&self) -> u64 {
+        lock(&self.loader).next_epoch()
+    }
+
+    /// Sets the epoch the next `start_epoch` runs.
+    #[setter]
+    fn set_next_epoch(&self, epoch: u64) {
+        lock(&self.loader).set_next_epoch(epoch);
+    }
+
+    /// `[(name, row shape, typestr, kind)]` of each output, in the order batches hold them.
+    fn outputs(&self) -> Vec<(String, Vec<usize>, String, String)> {
+        lock(&self.loader)
+            .outputs()
+            .iter()
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    o.shape.clone(),
+                    o.dtype.descr(),
+                    format!("{:?}", o.kind).to_lowercase(),
+                )
+            })
+            .collect()
+    }
+
+    /// The sample order of `epoch`, as the loader visits it (this rank's share).
+    fn order(&self, py: Python<'_>, epoch: u64) -> Vec<u64> {
+        // The lock is taken and released without the GIL (see `stats`).
+        py.detach(|| lock(&self.loader).order(epoch))
+    }
+
+    /// Stops any running epoch (joining its threads), then starts the next one; returns its
+    /// id for `next_batch` and `stop_epoch`.
+    fn start_epoch(&self, py: Python<'_>) -> u64 {
+        let previous = lock(&self.running).take();
+        // Joining a producer can wait for a batch in progress; not with the GIL held.
+        py.detach(|| drop(previous));
+        let iter = lock(&self.loader).iter_unbound();
+        let mut n = lock(&self.epochs_started);
+        *n += 1;
+        *lock(&self.running) = Some(Running { id: *n, iter });
+        *n
+    }
+
+    /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
+    /// over (or was stopped). Waits with the GIL released.
+    fn next_batch(&self, py: Python<'_>, id: u64) -> PyResult<Option<Vec<OutputView>>> {
+        let next = py.detach(|| {
+            let mut running = lock(&self.running);
+            match running.as_mut() {
+                Some(r) if r.id == id => Ok(r.iter.next()),
+                _ => Err(()),
+            }
+        });
+        let next = match next {
+            Ok(n) => n,
+            Err(()) => return Ok(None),
+        };
+        let result = match next {
+            None => {
+                self.stop(py, id);
+                Ok(None)
+            }
+            Some(Ok(batch)) => Ok(Some(views(batch))),
+            Some(Err(e)) => {
+                self.stop(py, id);
+                Err(errors::from_ffcv(py, e))
+            }
+        };
+        // A Ctrl-C that arrived during the wait: end the epoch cleanly, then raise it.
+        if let Err(interrupt) = py.check_signals() {
+            drop(result);
+            self.stop(py, id);
+            return Err(interrupt);
+        }
+        result
+    }
+
+    /// Stops epoch `id` if it is still the running one: its producer and page readers are
+    /// joined before this returns. Held batches stay valid.
+    fn stop_epoch(&self, py: Python<'_>, id: u64) {
+        self.stop(py, id);
+    }
+
+    /// Whether epoch `id` is the running one.
+    fn is_running(&self, id: u64) -> bool {
+        lock(&self.running).as_ref().is_some_and(|r| r.id == id)
+    }
+
+    /// Threads the loader runs besides its worker pool (producers, page readers).
+    fn live_threads(&self) -> usize {
+        lock(&self.loader).live_threads()
+    }
+
+    /// Counters summed over every epoch so far (durations in seconds).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Taken and released inside the detached closure: holding the lock while the GIL
+        // is taken back could deadlock against a thread that holds the GIL and wants it.
+        let s = py.detach(|| lock(&self.loader).stats());
+        let d = PyDict::new(py);
+        d.set_item("epochs", s.epochs)?;
+        d.set_item("batches", s.batches)?;
+        d.set_item("samples", s.samples)?;
+        d.set_item("payload_bytes", s.payload_bytes)?;
+        d.set_item("wait_pages", s.wait_pages.as_secs_f64())?;
+        d.set_item("decode", s.decode.as_secs_f64())?;
+        d.set_item("wait_slot", s.wait_slot.as_secs_f64())?;
+        d.set_item("slot_stage", s.slot_stage.as_secs_f64())?;
+        d.set_item("consumer_wait", s.consumer_wait.as_secs_f64())?;
+        d.set_item("h2d_bytes", s.h2d_bytes)?;
+        d.set_item("storage_bytes_read", s.storage_bytes_read)?;
+        d.set_item("slots", s.slots)?;
+        d.set_item("slot_allocations", s.slot_allocations)?;
+        Ok(d)
+    }
+
+    /// The sample ids the loader draws from (before ordering and distribution).
+    fn indices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, lock(&self.loader).indices())
+    }
+}
+
+impl NativeLoader {
+    fn stop(&self, py: Python<'_>, id: u64) {
+        let mut running = lock(&self.running);
+        if running.as_ref().is_some_and(|r| r.id == id) {
+            let r = running.take();
+            drop(running);
+            py.detach(|| drop(r));
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Pipelines as the Python package describes them: per field, `None` (disabled) or a list
+//! of `(name, params)` pairs whose first entry is the decoder and the rest built-in
+//! transforms. `ffcv_rs/loader.py` builds these from FFCV-style objects; this module turns
+//! them into the facade's [`PipelineSpec`]s, refusing bad parameters with a `ValueError`.
+
+use ffcv::decode::{
+    BytesDecoder, CenterCropRGBImageDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder,
+    RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
+};
+use ffcv::jit::DType;
+use ffcv::transforms;
+use ffcv::{Decoder, PipelineSpec};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// One `(name, params)` pair.
+pub type Op<'py> = (String, Bound<'py, PyDict>);
+
+/// Parameter `key` of `op`, or `default` when absent or `None`.
+fn param<'py, T: FromPyObjectOwned<'py>>(
+    op: &str,
+    params: &Bound<'py, PyDict>,
+    key: &str,
+    default: Option<T>,
+) -> PyResult<T> {
+    match params.get_item(key)? {
+        Some(v) if !v.is_none() => v.extract::<T>().map_err(|e| {
+            PyTypeError::new_err(format!(
+                "{op}: parameter {key:?}: {}",
+                Into::<PyErr>::into(e)
+            ))
+        }),
+        _ => {
+            default.ok_or_else(|| PyTypeError::new_err(format!("{op}: missing parameter {key:?}")))
+        }
+    }
+}
+
+fn size(op: &str, params: &Bound<'_, PyDict>) -> PyResult<(u32, u32)> {
+    let (h, w): (u32, u32) = param(op, params, "output_size", None)?;
+    if h == 0 || w == 0 {
+        return Err(PyValueError::new_err(format!(
+            "{op}: output_size ({h}, {w}) has a zero side"
+        )));
+    }
+    Ok((h, w))
+}
+
+fn range(
+    op: &str,
+    params: &Bound<'_, PyDict>,
+    key: &str,
+    default: (f64, f64),
+) -> PyResult<(f64, f64)> {
+    let (lo, hi): (f64, f64) = param(op, params, key, Some(default))?;
+    if !(lo > 0.0 && lo <= hi && hi.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "{op}: {key} ({lo}, {hi}) must satisfy 0 < low <= high"
+        )));
+    }
+    Ok((lo, hi))
+}
+
+/// The pipeline-jit element type named by a NumPy dtype name.
+pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
+    Ok(match name {
+        "uint8" | "u1" | "|u1" => DType::U8,
+        "int32" | "i4" | "<i4" => DType::I32,
+        "int64" | "i8" | "<i8" => DType::I64,
+        "float32" | "f4" | "<f4" => DType::F32,
+        "float64" | "f8" | "<f8" => DType::F64,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "{op}: dtype {other:?} is not supported here (uint8, int32, int64, float32, \
+                 float64)"
+            )));
+        }
+    })
+}
+
+fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<std::sync::Arc<dyn Decoder>> {
+    use std::sync::Arc;
+    Ok(match name {
+        "IntDecoder" => Arc::new(IntDecoder),
+        "FloatDecoder" => Arc::new(FloatDecoder),
+        "BytesDecoder" => Arc::new(BytesDecoder),
+        "JSONDecoder" => Arc::new(JsonDecoder),
+        "NDArrayDecoder" => Arc::new(NdArrayDecoder),
+        "SimpleRGBImageDecoder" => Arc::new(SimpleRGBImageDecoder),
+        "CenterCropRGBImageDecoder" => {
+            let ratio: f64 = param(
+                name,
+                params,
+                "ratio",
+                Some(CenterCropRGBImageDecoder::DEFAULT_RATIO),
+            )?;
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(PyValueError::new_err(format!(
+                    "{name}: ratio {ratio} must be in (0, 1]"
+                )));
+            }
+            Arc::new(CenterCropRGBImageDecoder::new(size(name, params)?, ratio))
+        }
+        "RandomResizedCropRGBImageDecoder" => {
+            let (slo, shi) = range(name, params, "scale", (0.08, 1.0))?;
+            let (rlo, rhi) = range(name, params, "ratio", (3.0 / 4.0, 4.0 / 3.0))?;
+            Arc::new(
+                RandomResizedCropRGBImageDecoder::new(size(name, params)?)
+                    .scale(slo, shi)
+                    .ratio(rlo, rhi),
+            )
+        }
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "{other} is not a decoder ffcv_rs knows"
+            )));
+        }
+    })
+}
+
+fn fill(op: &str, params: &Bound<'_, PyDict>) -> PyResult<[u8; 3]> {
+    let (r, g, b): (u8, u8, u8) = param(op, params, "fill", Some((0, 0, 0)))?;
+    Ok([r, g, b])
+}
+
+fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyResult<PipelineSpec> {
+    Ok(match name {
+        "RandomHorizontalFlip" => {
+            let p: f64 = param(name, params, "flip_prob", Some(0.5))?;
+            if !(0.0..=1.0).contains(&p) {
+                return Err(PyValueError::new_err(format!(
+                    "{name}: flip_prob {p} is not in [0, 1]"
+                )));
+            }
+            spec.then(transforms::random_horizontal_flip(p))
+        }
+        "NormalizeImage" => {
+            let mean: [f64; 3] = param(name, params, "mean", None)?;
+            let std: [f64; 3] = param(name, params, "std", None)?;
+            if std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
+                return Err(PyValueError::new_err(format!(
+                    "{name}: std {std:?} must be finite and non-zero"
+                )));
+            }
+            let t: String = param(name, params, "dtype", Some("float32".into()))?;
+            let dt = dtype(name, &t)?;
+            if !matches!(dt, DType::F32 | DType::F64) {
+                return Err(PyValueError::new_err(format!(
+                    "{name}: type {t:?} must be a float type"
+                )));
+            }
+            spec.then(transforms::normalize_image(mean, std, dt))
+        }
+        "Cutout" => {
+            let crop: usize = param(name, params, "crop_size", None)?;
+            spec.then(transforms::cutout(crop, fill(name, params)?))
+        }
+        "RandomTranslate" => {
+            let padding: usize = param(name, params, "padding", None)?;
+            spec.then(transforms::random_translate(padding, fill(name, params)?))
+        }
+        "Squeeze" => spec.then(transforms::squeeze()),
+        "Convert" => {
+            let t: String = param(name, params, "dtype", None)?;
+            spec.then(transforms::convert(dtype(name, &t)?))
+        }
+        "ReplaceLabel" => {
+            let indices: Vec<u64> = param(name, params, "indices", None)?;
+            let label: i64 = param(name, params, "new_label", None)?;
+            spec.then(transforms::ReplaceLabel::new(indices, label))
+        }
+        "ToCHW" => spec.then(transforms::to_torch_image()),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "{other} is not a built-in transform ffcv_rs knows"
+            )));
+        }
+    })
+}
+
+/// The facade pipeline for `ops` (decoder first). `json`: the field is a JSONField, whose
+/// decoder in FFCV is the `BytesDecoder` (here the JSON decoder, with the same rows).
+pub fn pipeline(field: &str, ops: &[Op<'_>], json: bool) -> PyResult<PipelineSpec> {
+    let Some(((dname, dparams), rest)) = ops.split_first() else {
+        return Err(PyValueError::new_err(format!(
+            "field {field:?}: a pipeline starts with a decoder"
+        )));
+    };
+    let dname = if json && dname == "BytesDecoder" {
+        "JSONDecoder"
+    } else {
+        dname.as_str()
+    };
+    let mut spec = PipelineSpec::from_arc(decoder(dname, dparams)?);
+    for (name, params) in rest {
+        spec = transform(spec, name, params)?;
+    }
+    Ok(spec)
+}

@@ -1,0 +1,115 @@
+"""Batches share the slot's memory (no copy), stay intact while held, and a slot goes back
+to the loader only when the last view of it is freed."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from conftest import expected, fixture
+from ffcv_rs import _native
+from ffcv_rs.fields.decoders import BytesDecoder, FloatDecoder, IntDecoder
+from ffcv_rs.loader import Loader, OrderOption
+
+
+def numpy_loader(batch_size=4, **kw):
+    # No ToTensor: NumPy arrays whatever is installed.
+    return Loader(fixture("scalars"), batch_size=batch_size, num_workers=2,
+                  pipelines={"index": [IntDecoder()], "value": [FloatDecoder()]}, **kw)
+
+
+def test_numpy_arrays_view_the_slot_memory():
+    loader = numpy_loader()
+    index, value = next(iter(loader))
+    for arr in (index, value):
+        assert isinstance(arr, np.ndarray)
+        view = arr.base
+        assert isinstance(view, _native.BatchOutput)
+        assert arr.ctypes.data == view.data_ptr
+        assert arr.__array_interface__["data"][0] == view.data_ptr
+        assert not arr.flags.writeable  # the slot is the loader's; views are read-only
+    assert index.base.slot == value.base.slot
+
+
+def test_dlpack_export_shares_the_memory():
+    loader = numpy_loader()
+    index, _ = next(iter(loader))
+    view = index.base
+    assert view.__dlpack_device__() == (1, 0)
+    again = np.from_dlpack(view)
+    assert again.ctypes.data == view.data_ptr
+    assert again[:, 0].tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError):
+        view.__dlpack__(stream=7)
+
+
+def run_epoch(loader):
+    # The loop variable dies with the call, so no batch is held across epochs (a batch kept
+    # by the caller while the next epoch runs would rightly make the pool grow).
+    for batch in loader:
+        pass
+
+
+def test_iterating_allocates_no_slot_memory_per_batch():
+    loader = numpy_loader()
+    for _ in range(5):
+        run_epoch(loader)
+    s = loader.stats()
+    assert s["batches"] == 5 * 25
+    # At most batches_ahead + 2 slots (filling, queued, held; made as needed), plus one: a Python loop
+    # variable still holds the previous batch while the next one is fetched, so the pool
+    # may grow once. Never one allocation per batch.
+    assert s["slot_allocations"] == s["slots"]
+    assert s["slots"] <= 3 + 3
+
+
+def test_twenty_held_batches_stay_intact_through_the_epoch():
+    exp = expected("scalars")
+    loader = numpy_loader(batch_size=4, order=OrderOption.RANDOM, seed=3)
+    assert len(loader) == 25
+    held = [batch for batch in loader][:20]
+    # Every other batch was produced (and freed) after these; they must be unchanged.
+    order = loader.order_of(0)
+    for b, (index, value) in enumerate(held):
+        ids = order[4 * b: 4 * b + 4]
+        assert index[:, 0].tolist() == ids
+        bits = [exp["outputs"][1]["bits"][i] for i in ids]
+        assert value.view(np.uint64)[:, 0].tolist() == bits
+
+
+def test_a_slice_keeps_its_batch_alive_across_later_epochs():
+    loader = numpy_loader(batch_size=10)
+    index, value = next(iter(loader))
+    keep = index[3:5]  # a view of a view: the batch must stay alive through it
+    del index, value
+    gc.collect()
+    for _ in range(3):
+        for _ in loader:
+            pass
+    assert keep[:, 0].tolist() == [3, 4]
+
+
+def test_slots_come_back_once_every_view_is_freed():
+    loader = numpy_loader(batch_size=4)
+    for _ in loader:
+        pass
+    slots = loader.stats()["slots"]
+    held = [b for b in loader]  # all 25 held: the pool grows
+    grown = loader.stats()["slots"]
+    assert grown > slots
+    del held
+    gc.collect()
+    for _ in loader:
+        pass
+    assert loader.stats()["slots"] == grown  # reused, not grown again
+
+
+def test_bytes_outputs_have_lengths_and_zero_padding():
+    loader = Loader(fixture("bytes_ndarray"), batch_size=7, drop_last=False,
+                    pipelines={"blob": [BytesDecoder()], "index": [IntDecoder()]})
+    exp = expected("bytes_ndarray")["outputs"][1]["samples"]
+    index, blob, vec, mat = next(iter(loader))
+    lengths = np.asarray(blob.base.lengths())
+    assert lengths.tolist() == [exp[i]["len"] for i in range(7)]
+    ids = np.asarray(blob.base.sample_ids())
+    assert ids.tolist() == list(range(7))
