@@ -63,7 +63,9 @@ fn kind_of(e: &ffcv::Error) -> Kind {
         ffcv::Error::Config { .. }
         | ffcv::Error::NoDecoder { .. }
         | ffcv::Error::Order(_)
-        | ffcv::Error::Pipeline { .. } => Kind::Config,
+        | ffcv::Error::Pipeline { .. }
+        | ffcv::Error::State { .. }
+        | ffcv::Error::Resume { .. } => Kind::Config,
         ffcv::Error::Cache(ffcv::page_cache::Error::MemoryBudget { .. }) => Kind::Config,
         ffcv::Error::Decode { .. } => Kind::Decode,
         _ => Kind::Base,

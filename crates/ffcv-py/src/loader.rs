@@ -46,7 +46,7 @@ impl NativeLoader {
     #[pyo3(signature = (
         path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
-        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages
+        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, resume=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +72,7 @@ impl NativeLoader {
         direct_io: bool,
         retain_pages: bool,
         hold_all_pages: bool,
+        resume: Option<String>,
     ) -> PyResult<NativeLoader> {
         let order = match order {
             "SEQUENTIAL" => Order::Sequential,
@@ -110,6 +111,11 @@ impl NativeLoader {
         }
         if let Some(i) = indices {
             b = b.indices(i);
+        }
+        if let Some(text) = resume {
+            let state =
+                ffcv::LoaderState::from_json(&text).map_err(|e| errors::from_ffcv(py, e))?;
+            b = b.resume(state);
         }
         if let Some(m) = max_memory {
             b = b.max_memory(m);
@@ -254,6 +260,20 @@ impl NativeLoader {
     /// joined before this returns. Held batches stay valid.
     fn stop_epoch(&self, py: Python<'_>, id: u64) {
         self.stop(py, id);
+    }
+
+    /// The loader's position as `LoaderState` JSON: after the batches handed out by the
+    /// running epoch, or the start of the next epoch when none runs.
+    fn state_json(&self, py: Python<'_>) -> String {
+        // Both locks are taken and released without the GIL (see `stats`); `running`
+        // first, the only place that holds both.
+        py.detach(|| {
+            let running = lock(&self.running);
+            match running.as_ref() {
+                Some(r) => r.iter.state().to_json(),
+                None => lock(&self.loader).state().to_json(),
+            }
+        })
     }
 
     /// Whether epoch `id` is the running one.

@@ -115,12 +115,6 @@ def test_python_callables_run_on_the_whole_batch():
     assert calls == [(10, 1)]
 
 
-def test_state_dict_is_not_available_yet():
-    loader = Loader(fixture("scalars"), batch_size=10)
-    with pytest.raises(NotImplementedError, match="LoaderState"):
-        loader.state_dict()
-
-
 def test_ctrl_c_from_another_thread_while_epochs_run():
     # The interrupt lands wherever the main thread is (in Python code or waiting inside
     # the loader); either way the epoch must stop cleanly and the loader stay usable.

@@ -945,10 +945,7 @@ impl Loader {
     /// Runs one epoch: returns an iterator of batches and advances [`Loader::next_epoch`].
     /// Dropping the iterator early stops the epoch and joins its threads.
     pub fn iter(&mut self) -> EpochIter<'_> {
-        let epoch = self.next_epoch;
-        self.next_epoch += 1;
-        let start = self.pending.take().unwrap_or_default();
-        EpochIter::start(Arc::clone(&self.shared), epoch, start)
+        self.iter_unbound()
     }
 
     /// [`Loader::iter`] for front ends that keep the loader and its running epoch in one
@@ -959,7 +956,8 @@ impl Loader {
     pub fn iter_unbound(&mut self) -> EpochIter<'static> {
         let epoch = self.next_epoch;
         self.next_epoch += 1;
-        EpochIter::start(Arc::clone(&self.shared), epoch)
+        let start = self.pending.take().unwrap_or_default();
+        EpochIter::start(Arc::clone(&self.shared), epoch, start)
     }
 
     /// A loader over the samples whose field `field` satisfies `predicate` (FFCV's

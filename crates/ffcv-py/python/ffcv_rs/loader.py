@@ -7,6 +7,7 @@ batch's slot is reused only once every array or tensor viewing it has been freed
 """
 
 import enum
+import json
 import os
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -26,6 +27,11 @@ from .transforms import (
 )
 
 __all__ = ["Loader", "OrderOption"]
+
+
+# The outer format of state_dict's dict (the inner LoaderState has its own version).
+_STATE_KEY = "ffcv_rs_loader_state"
+_STATE_DICT_VERSION = 1
 
 
 class OrderOption(enum.Enum):
@@ -357,22 +363,34 @@ class Loader:
         return self._native.live_threads()
 
     def state_dict(self) -> Dict[str, Any]:
-        """FFCV has no mid-epoch resume; ffcv-rs's ``LoaderState`` provides it. Planned
-        shape: ``{"ffcv_rs_loader_state": 1, "state": <LoaderState JSON as a dict>}``
-        (the running epoch's state, else the loader's), so that it pickles and goes
-        through ``json`` unchanged; ``load_state_dict`` rebuilds the native loader with
-        ``LoaderBuilder::resume``. Not in this build: the Rust side has not landed."""
-        raise NotImplementedError(
-            "Loader.state_dict needs ffcv-rs's LoaderState (the resume issue), which this "
-            "build does not include yet; to resume at an epoch boundary set loader.next_epoch"
-        )
+        """The loader's position, for a training checkpoint (FFCV has none): after the
+        batches the running epoch has handed out, or the start of the next epoch between
+        epochs. A plain dict (``{"ffcv_rs_loader_state": 1, "state": ...}``, the second
+        entry being ffcv-rs's ``LoaderState`` as JSON data) that pickles and goes through
+        ``json`` unchanged. Any one rank's dict resumes every rank, with the same or another
+        world size (``docs/resume.md``)."""
+        return {
+            _STATE_KEY: _STATE_DICT_VERSION,
+            "state": json.loads(self._native.state_json()),
+        }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """The counterpart of :meth:`state_dict` (not available in this build)."""
-        raise NotImplementedError(
-            "Loader.load_state_dict needs ffcv-rs's LoaderState (the resume issue), which "
-            "this build does not include yet; to resume at an epoch boundary set loader.next_epoch"
-        )
+        """Continue from :meth:`state_dict`'s dict: the next iteration runs the rest of the
+        saved epoch (byte for byte the batches an uninterrupted run would have given, random
+        augmentations included, with the same world size), later epochs as usual. The
+        loader is rebuilt with its own arguments; a state of another file, order, seed,
+        batch size, ``drop_last`` or index list raises :class:`ffcv_rs.ConfigError`."""
+        if not isinstance(state, dict):
+            raise TypeError(f"load_state_dict takes a dict, got {type(state).__name__}")
+        version = state.get(_STATE_KEY)
+        if version != _STATE_DICT_VERSION or "state" not in state:
+            raise ValueError(
+                f"not an ffcv_rs loader state dict (expected keys {_STATE_KEY!r} = "
+                f"{_STATE_DICT_VERSION} and 'state'; got {sorted(state)!r})"
+            )
+        text = json.dumps(state["state"])
+        # The old native loader's running epoch (if any) ends when its iterator goes.
+        self._native = _native.Loader(*self._native_args, text)
 
 
 class _EpochIterator:

@@ -1,0 +1,89 @@
+"""state_dict / load_state_dict: a mid-epoch checkpoint resumes the rest of the epoch byte
+for byte (random order and random crops and flips included) after a pickle or JSON round
+trip, in a fresh Loader; a checkpoint between epochs starts the next epoch; misfits raise."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from conftest import fixture
+from ffcv_rs import ConfigError
+from ffcv_rs.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+from ffcv_rs.loader import Loader, OrderOption
+from ffcv_rs.transforms import RandomHorizontalFlip
+
+
+def jpeg_loader(**kw):
+    args = dict(batch_size=3, num_workers=2, order=OrderOption.RANDOM, seed=11,
+                drop_last=False,
+                pipelines={"image": [RandomResizedCropRGBImageDecoder((24, 24)),
+                                     RandomHorizontalFlip()],
+                           "label": [IntDecoder()], "index": [IntDecoder()]})
+    args.update(kw)
+    return Loader(fixture("images_jpg"), **args)
+
+
+def copies(batches):
+    return [tuple(np.array(np.asarray(x), copy=True) for x in b) for b in batches]
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        for a, b in zip(g, w):
+            assert a.dtype == b.dtype and a.shape == b.shape, f"batch {i}"
+            assert np.array_equal(a, b), f"batch {i} differs"
+
+
+@pytest.mark.parametrize("stop", [0, 1, 4])
+@pytest.mark.parametrize("roundtrip", ["pickle", "json"])
+def test_mid_epoch_state_resumes_the_rest_of_the_epoch_exactly(stop, roundtrip):
+    whole = copies(jpeg_loader())
+    assert len(whole) > stop + 1
+
+    first = jpeg_loader()
+    it = iter(first)
+    taken = copies(next(it) for _ in range(stop))
+    state = first.state_dict()
+    del it
+    state = pickle.loads(pickle.dumps(state)) if roundtrip == "pickle" \
+        else json.loads(json.dumps(state))
+
+    # Another process would build the same Loader; num_workers and the cache may differ.
+    second = jpeg_loader(num_workers=1, os_cache=False)
+    second.load_state_dict(state)
+    rest = copies(second)
+    assert_same(taken + rest, whole)
+
+
+def test_state_between_epochs_starts_the_next_epoch():
+    loader = jpeg_loader()
+    list(loader)
+    state = loader.state_dict()
+    assert state["state"]["epoch"] == 1
+    want = copies(loader)  # epoch 1 of the uninterrupted loader
+    fresh = jpeg_loader()
+    fresh.load_state_dict(state)
+    assert_same(copies(fresh), want)
+
+
+def test_a_state_that_does_not_fit_raises():
+    loader = jpeg_loader()
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it
+    with pytest.raises(ConfigError, match="batch size 3"):
+        jpeg_loader(batch_size=4).load_state_dict(state)
+    with pytest.raises(ConfigError, match="another file"):
+        Loader(fixture("scalars"), batch_size=3, order=OrderOption.RANDOM, seed=11,
+               drop_last=False).load_state_dict(state)
+    broken = {"ffcv_rs_loader_state": 1, "state": {"format_version": 1}}
+    with pytest.raises(ConfigError, match="loader state"):
+        jpeg_loader().load_state_dict(broken)
+    with pytest.raises(ValueError, match="not an ffcv_rs loader state"):
+        jpeg_loader().load_state_dict({"epoch": 3})
+    with pytest.raises(TypeError):
+        jpeg_loader().load_state_dict("not a dict")
