@@ -46,7 +46,7 @@ impl NativeLoader {
     #[pyo3(signature = (
         path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
-        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, resume=None
+        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +72,7 @@ impl NativeLoader {
         direct_io: bool,
         retain_pages: bool,
         hold_all_pages: bool,
+        max_image_pixels: Option<u64>,
         resume: Option<String>,
     ) -> PyResult<NativeLoader> {
         let order = match order {
@@ -111,6 +112,9 @@ impl NativeLoader {
         }
         if let Some(i) = indices {
             b = b.indices(i);
+        }
+        if let Some(pixels) = max_image_pixels {
+            b = b.max_image_pixels(pixels);
         }
         if let Some(text) = resume {
             let state =

@@ -99,3 +99,22 @@ def test_normalize_on_an_int_field_is_a_config_error():
     with pytest.raises(ConfigError):
         Loader(fixture("scalars"), batch_size=4,
                pipelines={"index": [IntDecoder(), NormalizeImage([0, 0, 0], [1, 1, 1])]})
+
+
+def test_max_image_pixels_caps_what_a_sample_may_claim():
+    from ffcv_rs.fields.decoders import RandomResizedCropRGBImageDecoder
+    pipelines = {"image": [RandomResizedCropRGBImageDecoder((16, 16))], "label": None,
+                 "index": None}
+    # Every image of the fixture is larger than 100 pixels: the first batch fails, naming
+    # the field and the sample, before anything is sized from the claim.
+    capped = Loader(fixture("images_jpg"), batch_size=2, pipelines=pipelines,
+                    max_image_pixels=100)
+    with pytest.raises(DecodeError) as info:
+        next(iter(capped))
+    assert info.value.field == "image"
+    assert "image" in str(info.value)
+    # The default cap lets the same file through.
+    (image,) = next(iter(Loader(fixture("images_jpg"), batch_size=2, pipelines=pipelines)))
+    assert np.asarray(image).shape == (2, 16, 16, 3)
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        Loader(fixture("images_jpg"), batch_size=2, max_image_pixels=0)

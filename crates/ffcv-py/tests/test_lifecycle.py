@@ -94,6 +94,21 @@ def test_distributed_from_torchrun_environment(monkeypatch):
     assert sorted(seen) == list(range(100))
 
 
+def test_distributed_without_any_seed_source_uses_seed_0_on_every_rank(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    seen = []
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        loader = Loader(fixture("multipage"), batch_size=4, distributed=True,
+                        order=OrderOption.QUASI_RANDOM, drop_last=False,
+                        pipelines={"index": [IntDecoder()], "blob": None})
+        assert loader.seed == 0
+        for (index,) in loader:
+            seen += index[:, 0].tolist()
+    assert sorted(set(seen)) == list(range(40))
+
+
 def test_distributed_without_rank_information_is_refused(monkeypatch):
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)

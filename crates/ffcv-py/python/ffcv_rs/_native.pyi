@@ -61,6 +61,7 @@ class Loader:
         direct_io: bool,
         retain_pages: bool,
         hold_all_pages: bool,
+        max_image_pixels: Optional[int],
         resume: Optional[str] = None,
     ) -> None: ...
     def __len__(self) -> int: ...

@@ -174,7 +174,8 @@ def _distributed_rank_world() -> Tuple[int, int]:
 
 def _agreed_seed() -> Optional[int]:
     """A seed every rank agrees on, when none was given: rank 0's, broadcast through
-    torch.distributed, or one derived from torchrun's run id."""
+    torch.distributed, or one derived from torchrun's run id; else ``None`` (the loader
+    then uses seed 0 on every rank)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         dist = torch.distributed
@@ -187,10 +188,9 @@ def _agreed_seed() -> Optional[int]:
         import hashlib
 
         return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "little") >> 1
-    raise ValueError(
-        "distributed=True without a seed: initialise torch.distributed (so that rank 0's "
-        "seed is shared) or pass seed="
-    )
+    # Nothing to agree through: the Rust loader's rule applies (seed 0 on every rank for
+    # the orders that depend on it, with a warning), so the ranks still agree.
+    return None
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -212,7 +212,8 @@ class Loader:
     Keyword-only knobs of ffcv-rs: ``max_memory`` (bytes of page slots the process cache
     may use), ``compile`` (False interprets pipelines), the process-cache knobs
     ``prefetch_ahead``, ``reader_threads``, ``direct_io``, ``retain_pages`` and
-    ``hold_all_pages``, and ``rank`` / ``world_size`` to set the distributed share by hand.
+    ``hold_all_pages``, ``max_image_pixels`` (the largest decoded image area a sample may
+    claim; default 134,217,728), and ``rank`` / ``world_size`` to set the distributed share by hand.
     """
 
     def __init__(
@@ -238,6 +239,7 @@ class Loader:
         direct_io: bool = False,
         retain_pages: bool = True,
         hold_all_pages: bool = False,
+        max_image_pixels: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
     ):
@@ -294,6 +296,7 @@ class Loader:
             seed, indices, native_pipelines, bool(drop_last), batches_ahead, bool(recompile),
             bool(compile), max_memory, prefetch_ahead, reader_threads, bool(direct_io),
             bool(retain_pages), bool(hold_all_pages),
+            None if max_image_pixels is None else _check_int("max_image_pixels", max_image_pixels, 1),
         )
         self._native = _native.Loader(*self._native_args)
         self.fname = fname
