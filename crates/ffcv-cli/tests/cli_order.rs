@@ -6,16 +6,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use support::{FIXTURES, ffcv, fixture, fixture_dir};
-
-fn u64s(value: &Value) -> Vec<u64> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("not an array: {value}"))
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect()
-}
+use support::{FIXTURES, ffcv, fixture, fixture_dir, u64s};
 
 fn order_json(name: &str) -> Value {
     let path = fixture_dir().join(format!("{name}.order.json"));

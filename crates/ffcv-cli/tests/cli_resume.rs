@@ -8,17 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::Value;
-use support::{ffcv, fixture};
-
-fn ids(value: &Value) -> Vec<u64> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("not an array: {value}"))
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect()
-}
+use support::{ffcv, fixture, u64s};
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
@@ -46,7 +36,7 @@ fn a_state_saved_by_one_process_resumes_the_same_order_in_another() {
     .json();
     assert_eq!(saved["batches_consumed"], 3);
     assert_eq!(saved["epoch"], 0);
-    let consumed = ids(&saved["sample_ids"]);
+    let consumed = u64s(&saved["sample_ids"]);
     assert_eq!(consumed.len(), 12);
 
     let rest = ffcv(
@@ -59,12 +49,12 @@ fn a_state_saved_by_one_process_resumes_the_same_order_in_another() {
     // Without the knobs, `order --resume` takes the order, seed and batch size from the
     // state: the shell-script form `ffcv order FILE --resume S.json`.
     let bare = ffcv(["order", s(&file), "--resume", s(&state)]).json();
-    assert_eq!(ids(&bare), ids(&rest));
+    assert_eq!(u64s(&bare), u64s(&rest));
     let whole = ffcv(["order", s(&file)].into_iter().chain(knobs)).json();
     // 40 samples in batches of 4: nothing dropped.
     let mut joined = consumed.clone();
-    joined.extend(ids(&rest));
-    assert_eq!(joined, ids(&whole));
+    joined.extend(u64s(&rest));
+    assert_eq!(joined, u64s(&whole));
 
     // A third process continues the loader: the rest of the epoch, then ordinary epochs.
     let resumed = ffcv(
@@ -112,7 +102,7 @@ fn a_state_saved_by_two_ranks_is_finished_by_three_each_sample_once() {
                 .chain(["--stop-after", "2", "--save-state", s(&path), "--json"]),
         )
         .json();
-        consumed.extend(ids(&saved["sample_ids"]));
+        consumed.extend(u64s(&saved["sample_ids"]));
         state = Some(path);
     }
     // Rank 1's state alone resumes every new rank.
@@ -131,7 +121,7 @@ fn a_state_saved_by_two_ranks_is_finished_by_three_each_sample_once() {
             s(&state),
         ]))
         .json();
-        let rest = ids(&rest);
+        let rest = u64s(&rest);
         // 100 samples, 32 consumed: 68 left, 23 per new rank (the last pads one).
         assert_eq!(rest.len(), 23, "rank {rank}");
         for id in rest {

@@ -100,3 +100,13 @@ where
         stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
     }
 }
+
+/// The unsigned integers of a JSON array (an order, a list of sample ids).
+pub fn u64s(value: &Value) -> Vec<u64> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
