@@ -70,6 +70,7 @@ mod loader;
 mod memory;
 mod resume;
 mod slots;
+pub mod transform_spec;
 pub mod transforms;
 
 pub use beton_io as format;
