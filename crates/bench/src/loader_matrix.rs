@@ -8,6 +8,10 @@
 //! chain (`cifar-train`: flip, normalize to f32, CHW), which the executor really runs: each
 //! compiled row is measured together with its interpreted twin, their epochs alternating,
 //! and carries their ratio. On the 128 KiB data set: both caches with Random on every CPU.
+//! On the photographs (`photos`: JPEGs of 350–500 px cut from real photographs, see
+//! `ffcv_cli::photos`): RandomResizedCrop to 224 alone, and FFCV's ImageNet training chain
+//! (RandomResizedCrop 224 → flip → normalize to f32 → CHW) compiled against interpreted, on
+//! one worker and every CPU.
 //! The consumer only drops each batch (as `ffcv bench` without `--touch`), so a row measures
 //! the loader alone. The `tracing-overhead` row bounds the cost of the loader's
 //! instrumentation with no subscriber installed against the run-to-run noise.
@@ -107,6 +111,17 @@ pub enum PipelineName {
         /// Cranelift-compiled (`true`) or interpreted pipelines.
         compile: bool,
     },
+    /// FFCV's ImageNet decoder alone on the photographs: RandomResizedCrop to 224×224 (a
+    /// native decoding kernel, no transforms).
+    Rrc224,
+    /// FFCV's ImageNet training chain on the photographs: RandomResizedCrop 224 →
+    /// `RandomHorizontalFlip(0.5)` → `NormalizeImage(ImageNet mean, std, float32)` →
+    /// `ToTorchImage`, compiled (`true`) or interpreted, over the first
+    /// [`PHOTOS_TRAIN_SAMPLES`] samples.
+    ImagenetF32 {
+        /// Cranelift-compiled (`true`) or interpreted pipelines.
+        compile: bool,
+    },
 }
 
 impl PipelineName {
@@ -117,18 +132,37 @@ impl PipelineName {
             PipelineName::Rrc64 => "rrc64",
             PipelineName::CifarTrain { compile: true } => "cifar-train/jit",
             PipelineName::CifarTrain { compile: false } => "cifar-train/interp",
+            PipelineName::Rrc224 => "rrc224",
+            PipelineName::ImagenetF32 { compile: true } => "imagenet-f32/jit",
+            PipelineName::ImagenetF32 { compile: false } => "imagenet-f32/interp",
         }
     }
 
     /// Whether the loader compiles pipelines (`LoaderBuilder::compile`).
     pub fn compile(self) -> bool {
-        !matches!(self, PipelineName::CifarTrain { compile: false })
+        !matches!(
+            self,
+            PipelineName::CifarTrain { compile: false }
+                | PipelineName::ImagenetF32 { compile: false }
+        )
     }
 
     /// Whether the row is one half of a compiled/interpreted comparison: only a pipeline
     /// the executor runs can tell the compiler from the interpreter.
     pub fn compares_compiler(self) -> bool {
-        matches!(self, PipelineName::CifarTrain { .. })
+        matches!(
+            self,
+            PipelineName::CifarTrain { .. } | PipelineName::ImagenetF32 { .. }
+        )
+    }
+
+    /// The interpreted twin of a compiled comparison pipeline (itself for the others).
+    pub fn interpreted(self) -> PipelineName {
+        match self {
+            PipelineName::CifarTrain { .. } => PipelineName::CifarTrain { compile: false },
+            PipelineName::ImagenetF32 { .. } => PipelineName::ImagenetF32 { compile: false },
+            other => other,
+        }
     }
 
     fn description(self) -> String {
@@ -137,6 +171,12 @@ impl PipelineName {
             PipelineName::Rrc64 => "compiled".to_owned(),
             PipelineName::CifarTrain { compile } => format!(
                 "flip -> normalize f32 -> CHW on the first {CIFAR_TRAIN_SAMPLES} samples, {}",
+                if compile { "compiled" } else { "interpreted" }
+            ),
+            PipelineName::Rrc224 => format!("{PHOTOS_DECODER}, compiled"),
+            PipelineName::ImagenetF32 { compile } => format!(
+                "{PHOTOS_DECODER} -> flip -> normalize f32 -> CHW on the first \
+                 {PHOTOS_TRAIN_SAMPLES} samples, {}",
                 if compile { "compiled" } else { "interpreted" }
             ),
         }
@@ -181,10 +221,10 @@ fn reference(label: &str) -> Config {
         os_cache: true,
         order: OrderName::Random,
         workers: None,
-        pipeline: if label == JPEG_LABEL {
-            PipelineName::Rrc64
-        } else {
-            PipelineName::Copy
+        pipeline: match label {
+            JPEG_LABEL => PipelineName::Rrc64,
+            PHOTOS_LABEL => PipelineName::Rrc224,
+            _ => PipelineName::Copy,
         },
         batches_ahead: 3,
         cuda: false,
@@ -247,6 +287,20 @@ pub fn groups(label: &str) -> Vec<Vec<Config>> {
             order: OrderName::QuasiRandom,
             ..base
         }]);
+    } else if label == PHOTOS_LABEL {
+        // The decoder alone, then the whole chain with its interpreted twin: their
+        // difference is what the transforms cost at 224, and the pair's ratio is the
+        // compiler's gain on a real training pipeline.
+        for workers in [Some(1), None] {
+            groups.push(vec![Config { workers, ..base }]);
+        }
+        for workers in [Some(1), None] {
+            let config = Config { workers, ..base };
+            groups.push(vec![
+                config.with(PipelineName::ImagenetF32 { compile: true }),
+                config.with(PipelineName::ImagenetF32 { compile: false }),
+            ]);
+        }
     } else {
         for os_cache in [true, false] {
             groups.push(vec![Config { os_cache, ..base }]);
@@ -280,7 +334,7 @@ pub fn row_names(label: &str) -> Vec<String> {
 pub fn batch_size(label: &str) -> usize {
     match label {
         "3k" => 512,
-        JPEG_LABEL => 128,
+        JPEG_LABEL | PHOTOS_LABEL => 128,
         _ => 64,
     }
 }
@@ -292,21 +346,77 @@ pub const JPEG_SAMPLES: u64 = 2000;
 /// The JPEG rows' decoder: FFCV's RandomResizedCrop to 64x64.
 pub const JPEG_DECODER: &str = "random-resized-crop:64x64";
 
+/// Label of the photograph data set.
+pub const PHOTOS_LABEL: &str = "photos";
+/// JPEG images in the photograph data set: 350 to 500 pixels a side, quality 90, 4:2:0.
+/// Few, so that `--small` stays bounded: each photo costs about a millisecond to decode.
+pub const PHOTOS_SAMPLES: u64 = 1024;
+/// Samples of the `imagenet-f32` rows: the first 8 batches of 128. The interpreted chain runs
+/// at a fraction of the compiled one's rate; a whole epoch per round would make the pairs
+/// dominate the `--small` run.
+pub const PHOTOS_TRAIN_SAMPLES: u64 = 8 * 128;
+/// The photograph rows' decoder: FFCV's ImageNet RandomResizedCrop to 224x224.
+pub const PHOTOS_DECODER: &str = "random-resized-crop:224x224";
+
 /// The JPEG data set under `dir`: `JPEG_SAMPLES` synthetic JPEGs (`image`) with a label,
 /// written once and reused while its recorded parameters match.
 pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, String> {
-    let path = dir.join("loader-jpeg.beton");
-    let params_path = dir.join("loader-jpeg.params");
-    let params = format!(
-        "revision 1\nffcv::image::synthetic_jpeg seed 11, {JPEG_SAMPLES} images of 160..=256 px, quality 90, label = index % 10\n"
-    );
-    let reusable = std::fs::read_to_string(&params_path).is_ok_and(|old| old == params)
-        && beton_io::Reader::open(&path).is_ok_and(|r| r.num_samples() == JPEG_SAMPLES);
+    let set = ImageSet {
+        label: JPEG_LABEL,
+        samples: JPEG_SAMPLES,
+        params: format!(
+            "revision 1\nffcv::image::synthetic_jpeg seed 11, {JPEG_SAMPLES} images of 160..=256 px, quality 90, label = index % 10\n"
+        ),
+        sample_description: format!("JPEG 160-256 px, {JPEG_DECODER}"),
+    };
+    ensure_images(dir, &set, progress, &|i| {
+        synthetic_jpeg(11, i, SyntheticImageSpec::default(), 90).map_err(|err| err.to_string())
+    })
+}
+
+/// The photograph data set under `dir`: `PHOTOS_SAMPLES` JPEGs cut from photographs
+/// (`ffcv write synthetic --kind photos --seed 13`, quality 90) with a label, written once
+/// and reused while its recorded parameters match.
+pub fn ensure_photos(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, String> {
+    let (lo, hi) = ffcv_cli::photos::DEFAULT_SIDES;
+    let set = ImageSet {
+        label: PHOTOS_LABEL,
+        samples: PHOTOS_SAMPLES,
+        params: format!(
+            "revision 1\nffcv_cli::photos::photo_jpeg seed 13, {PHOTOS_SAMPLES} images of {lo}..={hi} px, quality 90, label = index % 10\n"
+        ),
+        sample_description: format!("JPEG photographs {lo}-{hi} px"),
+    };
+    ensure_images(dir, &set, progress, &|i| {
+        ffcv_cli::photos::photo_jpeg(13, i, (lo, hi), 90)
+    })
+}
+
+/// An image data set of the loader rows: `image` (JPEG) and `label` fields.
+struct ImageSet {
+    label: &'static str,
+    samples: u64,
+    /// What identifies the content; a file whose recorded parameters differ is rewritten.
+    params: String,
+    sample_description: String,
+}
+
+/// The data set `set` under `dir`, sample `i`'s JPEG from `jpeg(i)` (`(bytes, width,
+/// height)`), written once and reused while its recorded parameters match.
+fn ensure_images(
+    dir: &Path,
+    set: &ImageSet,
+    progress: &dyn Fn(&str),
+    jpeg: &(dyn Fn(u64) -> Result<(Vec<u8>, u32, u32), String> + Sync),
+) -> Result<Dataset, String> {
+    let path = dir.join(format!("loader-{}.beton", set.label));
+    let params_path = dir.join(format!("loader-{}.params", set.label));
+    let params = &set.params;
+    let samples = set.samples;
+    let reusable = std::fs::read_to_string(&params_path).is_ok_and(|old| old == *params)
+        && beton_io::Reader::open(&path).is_ok_and(|r| r.num_samples() == samples);
     if !reusable {
-        progress(&format!(
-            "writing {} ({JPEG_SAMPLES} JPEGs)",
-            path.display()
-        ));
+        progress(&format!("writing {} ({samples} JPEGs)", path.display()));
         std::fs::create_dir_all(dir)
             .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         let _ = std::fs::remove_file(&params_path);
@@ -316,10 +426,9 @@ pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, Strin
         ];
         DatasetWriter::new(&path, fields)
             .and_then(|writer| {
-                writer.write(&from_fn(JPEG_SAMPLES, |i| {
+                writer.write(&from_fn(samples, |i| {
                     let (bytes, width, height) =
-                        synthetic_jpeg(11, i, SyntheticImageSpec::default(), 90)
-                            .map_err(|err| -> beton_io::SourceError { Box::new(err) })?;
+                        jpeg(i).map_err(|err| -> beton_io::SourceError { err.into() })?;
                     Ok(vec![
                         FieldValue::RgbImage(RgbImage::Jpeg {
                             width: width as u16,
@@ -331,14 +440,14 @@ pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, Strin
                 }))
             })
             .map_err(|err| err.to_string())?;
-        std::fs::write(&params_path, &params)
+        std::fs::write(&params_path, params)
             .map_err(|err| format!("cannot write {}: {err}", params_path.display()))?;
     }
     Ok(Dataset {
         path,
-        label: JPEG_LABEL.to_owned(),
+        label: set.label.to_owned(),
         field: "image".to_owned(),
-        sample_description: format!("JPEG 160-256 px, {JPEG_DECODER}"),
+        sample_description: set.sample_description.clone(),
     })
 }
 
@@ -388,6 +497,25 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
                 .map_err(|err| format!("{JPEG_DECODER}: {err}"))?;
             builder.decoder(dataset.field.as_str(), decoder)
         }
+        PipelineName::Rrc224 => builder.decoder(dataset.field.as_str(), photos_decoder()?),
+        PipelineName::ImagenetF32 { .. } => {
+            let ffcv::DecoderChoice::Decoder(decoder) = photos_decoder()? else {
+                return Err(format!("{PHOTOS_DECODER} names no decoder"));
+            };
+            builder
+                .indices((0..PHOTOS_TRAIN_SAMPLES.min(num_samples(dataset)?)).collect::<Vec<u64>>())
+                .pipeline(
+                    dataset.field.as_str(),
+                    PipelineSpec::from_arc(decoder)
+                        .then(transforms::random_horizontal_flip(0.5))
+                        .then(transforms::normalize_image(
+                            transforms::IMAGENET_MEAN,
+                            transforms::IMAGENET_STD,
+                            DType::F32,
+                        ))
+                        .then(transforms::to_torch_image()),
+                )
+        }
         PipelineName::CifarTrain { .. } => builder
             .indices((0..CIFAR_TRAIN_SAMPLES.min(num_samples(dataset)?)).collect::<Vec<u64>>())
             .pipeline(
@@ -407,6 +535,12 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
     } else {
         builder
     })
+}
+
+fn photos_decoder() -> Result<ffcv::DecoderChoice, String> {
+    PHOTOS_DECODER
+        .parse()
+        .map_err(|err| format!("{PHOTOS_DECODER}: {err}"))
 }
 
 /// One loader of a group and what its timed epochs measured so far.
@@ -792,8 +926,25 @@ mod tests {
     }
 
     #[test]
+    fn the_photograph_rows_cover_the_decoder_and_the_training_chain_on_both_worker_counts() {
+        assert_eq!(
+            row_names(PHOTOS_LABEL),
+            [
+                "loader/photos/os/random/1t/rrc224",
+                "loader/photos/os/random/all/rrc224",
+                "loader/photos/os/random/1t/imagenet-f32/jit",
+                "loader/photos/os/random/1t/imagenet-f32/interp",
+                "loader/photos/os/random/all/imagenet-f32/jit",
+                "loader/photos/os/random/all/imagenet-f32/interp",
+                "loader/photos/os/random/all/rrc224/cuda0"
+            ]
+        );
+        assert_eq!(batch_size(PHOTOS_LABEL), 128);
+    }
+
+    #[test]
     fn only_a_pipeline_the_executor_runs_is_labelled_as_a_compiler_comparison() {
-        for label in ["3k", "128k", JPEG_LABEL] {
+        for label in ["3k", "128k", JPEG_LABEL, PHOTOS_LABEL] {
             for group in groups(label) {
                 for config in &group {
                     let name = config.row_name(label);
@@ -812,11 +963,8 @@ mod tests {
                     let [jit, interp] = group.as_slice() else {
                         panic!("{group:?} is not a pair");
                     };
-                    assert_eq!(jit.pipeline, PipelineName::CifarTrain { compile: true });
-                    assert_eq!(
-                        *interp,
-                        jit.with(PipelineName::CifarTrain { compile: false })
-                    );
+                    assert!(jit.pipeline.compile());
+                    assert_eq!(*interp, jit.with(jit.pipeline.interpreted()));
                     assert!(jit.pipeline.compile() && !interp.pipeline.compile());
                 }
             }

@@ -177,8 +177,20 @@ fn run(args: &Args) -> Result<(), String> {
             &progress,
         )?);
     }
+    if loader_matrix::row_names(loader_matrix::PHOTOS_LABEL)
+        .iter()
+        .any(|name| filter.keeps(name))
+    {
+        let dataset = loader_matrix::ensure_photos(&out_dir, &progress)?;
+        rows.extend(loader_matrix::rows(
+            &dataset,
+            &|name| filter.keeps(name),
+            &progress,
+        )?);
+    }
     let mut labels: Vec<&str> = datasets::small().iter().map(|r| r.label).collect();
     labels.push(loader_matrix::JPEG_LABEL);
+    labels.push(loader_matrix::PHOTOS_LABEL);
     plot::write_svg(&out_dir.join("small.svg"), &rows, &labels)?;
 
     let report = Report {

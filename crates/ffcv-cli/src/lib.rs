@@ -25,3 +25,4 @@
 //! ```
 
 pub mod synthetic;
+pub mod photos;

@@ -26,6 +26,10 @@ pub enum Kind {
     /// from `shape` = `[MIN, MAX]`, 160..=256 by default; `jpeg_quality`), `label` (0..10),
     /// `index`.
     Jpeg,
+    /// `image` (a JPEG cut from photographs, see [`crate::photos`]; sides drawn from
+    /// `shape` = `[MIN, MAX]`, 350..=500 by default; `jpeg_quality`), `label` (0..10),
+    /// `index`. Decodes at a photograph's speed, unlike `jpeg`'s gradients and noise.
+    Photos,
 }
 
 impl Kind {
@@ -38,6 +42,7 @@ impl Kind {
             Kind::CifarRaw => "cifar-raw",
             Kind::ImagesRaw => "images-raw",
             Kind::Jpeg => "jpeg",
+            Kind::Photos => "photos",
         }
     }
 }
@@ -66,6 +71,10 @@ impl Spec {
         let shape = match kind {
             Kind::ImagesRaw => vec![32, 32],
             Kind::Jpeg => vec![160, 256],
+            Kind::Photos => vec![
+                u64::from(crate::photos::DEFAULT_SIDES.0),
+                u64::from(crate::photos::DEFAULT_SIDES.1),
+            ],
             _ => vec![3, 4],
         };
         Spec {
@@ -104,8 +113,18 @@ impl Spec {
                 self.image_size()?;
                 vec![FieldSpec::new("image", FieldType::RgbImage), label, index]
             }
-            Kind::Jpeg => {
+            Kind::Jpeg | Kind::Photos => {
                 self.jpeg_sides()?;
+                if self.kind == Kind::Photos {
+                    let (_, max) = self.jpeg_sides()?;
+                    if max > crate::photos::MAX_SIDE {
+                        return Err(format!(
+                            "photos sides are at most {} (the largest tile must fit in an \
+                             embedded photograph), got {max}",
+                            crate::photos::MAX_SIDE
+                        ));
+                    }
+                }
                 if !(1..=100).contains(&self.jpeg_quality) {
                     return Err(format!(
                         "JPEG quality {} is not in 1..=100",
@@ -178,6 +197,21 @@ impl Spec {
                 };
                 vec![FieldValue::RgbImage(image), label, id]
             }
+            Kind::Photos => {
+                let sides = self.jpeg_sides().unwrap_or((1, 1));
+                let label = FieldValue::Int(rng.below(10) as i64);
+                // `fields` validated the sides and the quality; were encoding to fail, an
+                // empty JPEG makes the loader report this sample.
+                let (bytes, width, height) =
+                    crate::photos::photo_jpeg(self.seed, index, sides, self.jpeg_quality)
+                        .unwrap_or((Vec::new(), 1, 1));
+                let image = RgbImage::Jpeg {
+                    width: u16::try_from(width).unwrap_or(0),
+                    height: u16::try_from(height).unwrap_or(0),
+                    bytes,
+                };
+                vec![FieldValue::RgbImage(image), label, id]
+            }
         }
     }
 
@@ -208,7 +242,7 @@ impl Spec {
                 Some(u64::from(h) * u64::from(w) * 3)
             }
             // A noisy JPEG stays below its raw size; twice it plus the headers is a safe bound.
-            Kind::Jpeg => {
+            Kind::Jpeg | Kind::Photos => {
                 let (_, max) = self.jpeg_sides().ok()?;
                 Some(u64::from(max) * u64::from(max) * 6 + 65536)
             }

@@ -55,7 +55,7 @@ pub struct SyntheticArgs {
     /// e.g. `f4`, `<f4`, `uint8`, `|u1`, `>i8`, `float16`, `bool`, `?`).
     #[arg(long)]
     pub dtype: Option<String>,
-    /// Options of `--kind jpeg`.
+    /// Options of `--kind jpeg` and `--kind photos`.
     #[command(flatten)]
     pub jpeg: super::write_images::SyntheticJpegArgs,
 }

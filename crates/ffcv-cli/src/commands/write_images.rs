@@ -74,13 +74,13 @@ pub struct ImageFolderArgs {
 /// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SyntheticJpegArgs {
-    /// `jpeg`: the smallest image side (default 160).
+    /// `jpeg`, `photos`: the smallest image side (default 160; photos 350).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub min_size: Option<u16>,
-    /// `jpeg`: the largest image side (default 256).
+    /// `jpeg`, `photos`: the largest image side (default 256; photos 500, at most 560).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_size: Option<u16>,
-    /// `jpeg`: the JPEG quality, 1..=100 (default 90).
+    /// `jpeg`, `photos`: the JPEG quality, 1..=100 (default 90).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: Option<u8>,
 }
@@ -90,10 +90,12 @@ impl SyntheticJpegArgs {
     pub fn apply(&self, spec: &mut ffcv_cli::synthetic::Spec) -> Result<()> {
         let given =
             self.min_size.is_some() || self.max_size.is_some() || self.jpeg_quality.is_some();
-        if spec.kind != ffcv_cli::synthetic::Kind::Jpeg {
+        use ffcv_cli::synthetic::Kind;
+        if !matches!(spec.kind, Kind::Jpeg | Kind::Photos) {
             if given {
                 return Err(CliError::Usage(format!(
-                    "--min-size, --max-size and --jpeg-quality apply to --kind jpeg, not to {}",
+                    "--min-size, --max-size and --jpeg-quality apply to --kind jpeg or photos, \
+                     not to {}",
                     spec.kind.name()
                 )));
             }
