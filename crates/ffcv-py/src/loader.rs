@@ -41,12 +41,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[pymethods]
 impl NativeLoader {
     /// Opens `path` and builds the loader; `pipelines` maps field names to `None`
-    /// (disabled) or `[(decoder, params), (transform, params), ...]`.
+    /// (disabled) or `[(decoder, params), (transform, params), ...]`. `cuda_device`: stage
+    /// every output on that CUDA device through gpu-stage (an error without CUDA).
     #[new]
     #[pyo3(signature = (
         path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
-        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None
+        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
+        cuda_device=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -74,6 +76,7 @@ impl NativeLoader {
         hold_all_pages: bool,
         max_image_pixels: Option<u64>,
         resume: Option<String>,
+        cuda_device: Option<usize>,
     ) -> PyResult<NativeLoader> {
         let order = match order {
             "SEQUENTIAL" => Order::Sequential,
@@ -129,6 +132,10 @@ impl NativeLoader {
         }
         if let Some(t) = reader_threads {
             b = b.reader_threads(t);
+        }
+        if let Some(n) = cuda_device {
+            // gpu-stage copies every output to the device; batches carry a `GpuBatch`.
+            b = b.to_device(ffcv::gpu::ToDevice::new(ffcv::gpu::DeviceSpec::Cuda(n)));
         }
         // Sorted, so that errors about several fields always name the same one first.
         let mut fields: Vec<_> = pipelines.into_iter().collect();
