@@ -240,8 +240,9 @@ impl OutputView {
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         if let Some(c) = self.cuda {
-            // An AttributeError: NumPy then reports the object as not array-like.
-            return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+            // A TypeError, which NumPy passes on (an AttributeError would make
+            // `numpy.asarray` quietly build a 0-d object array instead).
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "output {:?} is on cuda:{}; read it with torch.from_dlpack",
                 self.name, c.ordinal
             )));

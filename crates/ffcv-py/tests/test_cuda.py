@@ -67,6 +67,8 @@ def test_cuda_batches_are_device_tensors_exported_through_dlpack():
     assert index_view.__dlpack_device__() == (2, n) and index_view.device == dev
     with pytest.raises(ValueError, match="ambiguous"):
         index_view.__dlpack__(stream=0)
+    with pytest.raises(TypeError, match="torch.from_dlpack"):
+        np.asarray(index_view)  # device memory: no host array interface
     side = torch.cuda.Stream(device=n)
     with torch.cuda.stream(side):
         # torch passes `side` as the consumer stream: it must wait for the loader's copy.
