@@ -223,14 +223,18 @@ impl NativeLoader {
     /// Stops any running epoch (joining its threads), then starts the next one; returns its
     /// id for `next_batch` and `stop_epoch`.
     fn start_epoch(&self, py: Python<'_>) -> u64 {
-        let previous = lock(&self.running).take();
-        // Joining a producer can wait for a batch in progress; not with the GIL held.
-        py.detach(|| drop(previous));
-        let iter = lock(&self.loader).iter_unbound();
-        let mut n = lock(&self.epochs_started);
-        *n += 1;
-        *lock(&self.running) = Some(Running { id: *n, iter });
-        *n
+        // All of it without the GIL: `running` is held by `next_batch` for as long as it
+        // waits for a batch (another thread's wait must not hold the GIL meanwhile), and
+        // joining the previous epoch's producer can wait for a batch in progress.
+        py.detach(|| {
+            let previous = lock(&self.running).take();
+            drop(previous);
+            let iter = lock(&self.loader).iter_unbound();
+            let mut n = lock(&self.epochs_started);
+            *n += 1;
+            *lock(&self.running) = Some(Running { id: *n, iter });
+            *n
+        })
     }
 
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
@@ -288,8 +292,8 @@ impl NativeLoader {
     }
 
     /// Whether epoch `id` is the running one.
-    fn is_running(&self, id: u64) -> bool {
-        lock(&self.running).as_ref().is_some_and(|r| r.id == id)
+    fn is_running(&self, py: Python<'_>, id: u64) -> bool {
+        py.detach(|| lock(&self.running).as_ref().is_some_and(|r| r.id == id))
     }
 
     /// Threads the loader runs besides its worker pool (producers, page readers).
@@ -327,11 +331,18 @@ impl NativeLoader {
 
 impl NativeLoader {
     fn stop(&self, py: Python<'_>, id: u64) {
-        let mut running = lock(&self.running);
-        if running.as_ref().is_some_and(|r| r.id == id) {
-            let r = running.take();
-            drop(running);
-            py.detach(|| drop(r));
-        }
+        // The lock is taken without the GIL (another thread's `next_batch` holds it while it
+        // waits for a batch), and released before the epoch's threads are joined.
+        py.detach(|| {
+            let r = {
+                let mut running = lock(&self.running);
+                if running.as_ref().is_some_and(|r| r.id == id) {
+                    running.take()
+                } else {
+                    None
+                }
+            };
+            drop(r);
+        });
     }
 }
