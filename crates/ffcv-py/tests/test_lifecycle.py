@@ -80,8 +80,11 @@ def test_starting_a_new_epoch_ends_the_previous_one():
 
 
 def test_memory_stays_flat_over_twenty_epochs():
+    # 256x256 crops: a batch is 768 KiB, so keeping one buffer per batch (120 batches over
+    # the 20 epochs) would show as ~90 MiB, far above the bound below.
     loader = Loader(fixture("images_jpg"), batch_size=4, num_workers=2, order=OrderOption.RANDOM,
-                    seed=0, pipelines={"image": [__import__("ffcv_rs.fields.decoders", fromlist=["x"]).RandomResizedCropRGBImageDecoder((64, 64))]})
+                    seed=0, pipelines={"image": [__import__("ffcv_rs.fields.decoders", fromlist=["x"]).RandomResizedCropRGBImageDecoder((256, 256))]})
+    batches = 0
 
     def rss():
         with open("/proc/self/statm") as f:
@@ -95,8 +98,10 @@ def test_memory_stays_flat_over_twenty_epochs():
     for _ in range(20):
         for batch in loader:
             np.asarray(batch[0]).sum()
+            batches += 1
     gc.collect()
     after = rss()
+    assert batches * 4 * 256 * 256 * 3 > 64 << 20  # a per-batch leak would be far above 8 MiB
     assert after - before < 8 << 20, f"RSS grew by {(after - before) >> 10} KiB over 20 epochs"
     s = loader.stats()
     assert s["slot_allocations"] == s["slots"] <= 3 + 3
