@@ -2,7 +2,7 @@
 //! `dlpack.h` and the capsule's life cycle. With [`crate::cuda`], the crate's only `unsafe`
 //! modules.
 //!
-//! A capsule owns one boxed [`Export`]: the tensor description plus an owner value (an
+//! A capsule owns one boxed `Export`: the tensor description plus an owner value (an
 //! `Arc` of the batch) that keeps the slot alive. The consumer (`torch.from_dlpack`,
 //! `numpy.from_dlpack`) renames the capsule to `"used_dltensor"` and calls the deleter when
 //! its tensor dies; a capsule never consumed is freed by its own destructor instead.
