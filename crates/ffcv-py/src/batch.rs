@@ -1,6 +1,11 @@
 //! One output of a batch as a Python object that exports the slot's memory without a copy
 //! (`__array_interface__` for NumPy, `__dlpack__` for PyTorch and NumPy) and keeps the
 //! batch, hence its slot, alive for as long as any view of it lives.
+//!
+//! A batch staged on a CUDA device by the loader's `ToDevice` (gpu-stage, attached to the
+//! batch as an [`ffcv::gpu::GpuBatch`]) gives views of the device tensors instead: they
+//! export through `__dlpack__` only (`kDLCUDA`), with DLPack's stream handshake
+//! ([`crate::cuda`]).
 
 use std::sync::Arc;
 
@@ -9,7 +14,7 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::dlpack;
+use crate::{cuda, dlpack};
 
 /// Which memory of the batch a view shows.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +41,30 @@ pub struct OutputView {
     shape: Vec<usize>,
     dtype: DType,
     name: String,
+    /// For a view of a device tensor: its CUDA ordinal and DLPack type.
+    cuda: Option<CudaView>,
+}
+
+/// Where a device view's elements live and what they are.
+#[derive(Debug, Clone, Copy)]
+struct CudaView {
+    ordinal: i32,
+    code: u8,
+    bits: u8,
+}
+
+/// DLPack's type of a gpu-stage element type.
+fn gpu_dlpack_type(dtype: ffcv::gpu::Dtype) -> (u8, u8) {
+    use ffcv::gpu::Dtype as G;
+    match dtype {
+        G::U8 => (dlpack::CODE_UINT, 8),
+        G::I32 => (dlpack::CODE_INT, 32),
+        G::I64 => (dlpack::CODE_INT, 64),
+        G::F16 => (dlpack::CODE_FLOAT, 16),
+        G::Bf16 => (dlpack::CODE_BFLOAT, 16),
+        G::F32 => (dlpack::CODE_FLOAT, 32),
+        G::F64 => (dlpack::CODE_FLOAT, 64),
+    }
 }
 
 /// The views of one batch: one per output, in the loader's output order.
@@ -77,13 +106,45 @@ impl OutputView {
                 "sample_ids".to_owned(),
             ),
         };
-        Some(OutputView {
+        let mut view = OutputView {
             batch: Arc::clone(batch),
             ptr,
             shape,
             dtype,
             name,
-        })
+            cuda: None,
+        };
+        if let (Part::Rows(_), Some(gpu)) = (part, batch.attachment::<ffcv::gpu::GpuBatch>()) {
+            view.on_device(gpu);
+        }
+        Some(view)
+    }
+
+    /// Points the view at the device copy of its output.
+    fn on_device(&mut self, gpu: &ffcv::gpu::GpuBatch) {
+        let Some(t) = gpu.tensor(&self.name) else {
+            return;
+        };
+        let ordinal = gpu.stage().spec().cuda_ordinal().unwrap_or(0) as i32;
+        let item = self.dtype.item_size() as usize;
+        let host_bytes = self.shape.iter().product::<usize>() * item;
+        let (code, bits) = gpu_dlpack_type(t.dtype);
+        // gpu-stage names outputs it has no type for `U8` (the bytes copied as they are);
+        // the host's type and shape then still describe them.
+        let host_typed = t.dtype == ffcv::gpu::Dtype::U8 && item != 1 && t.bytes == host_bytes;
+        let (code, bits) = match (host_typed, self.dlpack_type()) {
+            (true, Ok(host)) => host,
+            _ => {
+                self.shape = t.shape.clone();
+                (code, bits)
+            }
+        };
+        self.ptr = t.ptr as usize;
+        self.cuda = Some(CudaView {
+            ordinal,
+            code,
+            bits,
+        });
     }
 
     fn dlpack_type(&self) -> PyResult<(u8, u8)> {
@@ -141,7 +202,8 @@ impl OutputView {
         self.dtype.descr()
     }
 
-    /// Address of the first element: the slot's memory, which every export shares.
+    /// Address of the first element: the slot's memory, which every export shares (the
+    /// device address for an output staged on a GPU).
     #[getter]
     fn data_ptr(&self) -> usize {
         self.ptr
@@ -177,6 +239,14 @@ impl OutputView {
     /// NumPy's array interface (version 3), read-only: the data is the slot's.
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(c) = self.cuda {
+            // A TypeError, which NumPy passes on (an AttributeError would make
+            // `numpy.asarray` quietly build a 0-d object array instead).
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "output {:?} is on cuda:{}; read it with torch.from_dlpack",
+                self.name, c.ordinal
+            )));
+        }
         let d = PyDict::new(py);
         d.set_item("version", 3)?;
         d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
@@ -186,9 +256,15 @@ impl OutputView {
         Ok(d)
     }
 
-    /// A DLPack capsule of this output (CPU memory, row-major). `stream` must be `None` or
-    /// -1 for CPU data; `max_version`, `dl_device` and `copy` follow the array API
-    /// standard (a copy is never made, so `copy=True` is refused).
+    /// A DLPack capsule of this output (row-major). `max_version`, `dl_device` and `copy`
+    /// follow the array API standard (a copy is never made, so `copy=True` is refused).
+    ///
+    /// `stream`: for CPU data `None` or -1. For a CUDA output it is the consumer's stream,
+    /// as DLPack defines it (`None` or 1: the legacy default stream, 2: the per-thread
+    /// default stream, another integer: a `cudaStream_t`, -1: no synchronisation, 0:
+    /// refused): that stream is made to wait for the loader's copy before this returns, and
+    /// the slot is reused only after the work enqueued on it by the time the consumer's
+    /// tensor dies.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
         &self,
@@ -199,42 +275,81 @@ impl OutputView {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = max_version; // The legacy capsule is what every version accepts.
-        if let Some(s) = stream
-            && !s.is_none()
-            && s.extract::<i64>().ok() != Some(-1)
+        let stream = match stream {
+            Some(s) if !s.is_none() => Some(s.extract::<i64>().map_err(|_| {
+                PyValueError::new_err("stream must be None or an integer (DLPack)")
+            })?),
+            _ => None,
+        };
+        let here = self.__dlpack_device__();
+        if let Some(asked) = dl_device
+            && asked != here
         {
-            return Err(PyValueError::new_err(
-                "a CPU batch output takes no stream (None or -1)",
-            ));
-        }
-        if let Some((t, _)) = dl_device
-            && t != dlpack::DEVICE_CPU
-        {
-            return Err(PyBufferError::new_err(
-                "batch outputs live in CPU memory; use ToDevice or .to(device)",
-            ));
+            return Err(PyBufferError::new_err(format!(
+                "output {:?} lives on device {here:?} (DLPack type, id), not {asked:?}; \
+                 copy it with .to(device)",
+                self.name
+            )));
         }
         if copy == Some(true) {
             return Err(PyBufferError::new_err(
                 "batch outputs are exported without a copy; copy the result instead",
             ));
         }
-        let (code, bits) = self.dlpack_type()?;
+        let Some(c) = self.cuda else {
+            if stream.is_some_and(|s| s != -1) {
+                return Err(PyValueError::new_err(
+                    "a CPU batch output takes no stream (None or -1)",
+                ));
+            }
+            let (code, bits) = self.dlpack_type()?;
+            return dlpack::capsule(
+                py,
+                dlpack::Tensor {
+                    data: self.ptr as *const u8,
+                    device: here,
+                    shape: self.shape.clone(),
+                    code,
+                    bits,
+                    owner: Box::new(Arc::clone(&self.batch)),
+                },
+            );
+        };
+        let consumer = cuda::consumer_stream(stream)?;
+        if let (Some(s), Some(gpu)) = (consumer, self.batch.attachment::<ffcv::gpu::GpuBatch>()) {
+            cuda::consumer_waits(gpu, s)?;
+        }
         dlpack::capsule(
             py,
             dlpack::Tensor {
                 data: self.ptr as *const u8,
+                device: here,
                 shape: self.shape.clone(),
-                code,
-                bits,
-                owner: Box::new(Arc::clone(&self.batch)),
+                code: c.code,
+                bits: c.bits,
+                owner: Box::new(cuda::CudaOwner {
+                    batch: Some(Arc::clone(&self.batch)),
+                    consumer,
+                }),
             },
         )
     }
 
-    /// `(kDLCPU, 0)`.
+    /// `(kDLCPU, 0)`, or `(kDLCUDA, ordinal)` for an output the loader staged on a GPU.
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (dlpack::DEVICE_CPU, 0)
+        match self.cuda {
+            Some(c) => (dlpack::DEVICE_CUDA, c.ordinal),
+            None => (dlpack::DEVICE_CPU, 0),
+        }
+    }
+
+    /// `"cpu"` or `"cuda:N"`: where the exported memory is.
+    #[getter]
+    fn device(&self) -> String {
+        match self.cuda {
+            Some(c) => format!("cuda:{}", c.ordinal),
+            None => "cpu".to_owned(),
+        }
     }
 
     fn __repr__(&self) -> String {

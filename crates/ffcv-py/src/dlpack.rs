@@ -1,7 +1,8 @@
 //! DLPack export (the legacy `"dltensor"` capsule every consumer accepts): the C structs of
-//! `dlpack.h` and the capsule's life cycle. This is the crate's only `unsafe` module.
+//! `dlpack.h` and the capsule's life cycle. With [`crate::cuda`], the crate's only `unsafe`
+//! modules.
 //!
-//! A capsule owns one boxed [`Export`]: the tensor description plus an owner value (an
+//! A capsule owns one boxed `Export`: the tensor description plus an owner value (an
 //! `Arc` of the batch) that keeps the slot alive. The consumer (`torch.from_dlpack`,
 //! `numpy.from_dlpack`) renames the capsule to `"used_dltensor"` and calls the deleter when
 //! its tensor dies; a capsule never consumed is freed by its own destructor instead.
@@ -66,15 +67,21 @@ pub const CODE_INT: u8 = 0;
 pub const CODE_UINT: u8 = 1;
 /// IEEE floats.
 pub const CODE_FLOAT: u8 = 2;
+/// bfloat16.
+pub const CODE_BFLOAT: u8 = 4;
 /// Booleans.
 pub const CODE_BOOL: u8 = 6;
 /// `kDLCPU`.
 pub const DEVICE_CPU: i32 = 1;
+/// `kDLCUDA`.
+pub const DEVICE_CUDA: i32 = 2;
 
-/// A CPU tensor to export: `data` stays valid and unchanged while `owner` lives.
+/// A tensor to export: `data` stays valid and unchanged while `owner` lives.
 pub struct Tensor {
-    /// First element.
+    /// First element (a host address, or a device address for a CUDA tensor).
     pub data: *const u8,
+    /// `(device type, device id)`: `(DEVICE_CPU, 0)` or `(DEVICE_CUDA, ordinal)`.
+    pub device: (i32, i32),
     /// Elements per axis.
     pub shape: Vec<usize>,
     /// DLPack type code ([`CODE_INT`], ...).
@@ -112,7 +119,7 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
     }
 }
 
-/// A `"dltensor"` capsule for `tensor` (row-major, on the CPU).
+/// A `"dltensor"` capsule for `tensor` (row-major, on its device).
 pub fn capsule(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>> {
     let shape: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
     let mut strides = vec![1i64; shape.len()];
@@ -124,8 +131,8 @@ pub fn capsule(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>> {
             dl_tensor: DlTensor {
                 data: tensor.data.cast_mut().cast::<c_void>(),
                 device: DlDevice {
-                    device_type: DEVICE_CPU,
-                    device_id: 0,
+                    device_type: tensor.device.0,
+                    device_id: tensor.device.1,
                 },
                 ndim: shape.len() as i32,
                 dtype: DlDataType {

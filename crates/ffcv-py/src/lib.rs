@@ -7,8 +7,9 @@
 //!   running epoch; `next_batch` waits with the GIL released and returns one
 //!   [`batch::OutputView`] per output.
 //! - [`batch::OutputView`] (`_native.BatchOutput`) exports a batch output's slot memory
-//!   through `__array_interface__` and `__dlpack__` ([`dlpack`], the only `unsafe`
-//!   module) and keeps the batch alive, so a slot returns to the loader only when the last
+//!   through `__array_interface__` and `__dlpack__` ([`dlpack`]; [`cuda`] does DLPack's
+//!   stream handshake for batches staged on a GPU; the two `unsafe` modules) and keeps
+//!   the batch alive, so a slot returns to the loader only when the last
 //!   array or tensor viewing it is garbage-collected.
 //! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable.
 //! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
@@ -18,6 +19,7 @@
 //! NumPy arrays or torch tensors.
 
 pub mod batch;
+pub mod cuda;
 pub mod dlpack;
 pub mod errors;
 pub mod loader;

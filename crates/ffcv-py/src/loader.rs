@@ -41,12 +41,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[pymethods]
 impl NativeLoader {
     /// Opens `path` and builds the loader; `pipelines` maps field names to `None`
-    /// (disabled) or `[(decoder, params), (transform, params), ...]`.
+    /// (disabled) or `[(decoder, params), (transform, params), ...]`. `cuda_device`: stage
+    /// every output on that CUDA device through gpu-stage (an error without CUDA).
     #[new]
     #[pyo3(signature = (
         path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
-        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None
+        prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
+        cuda_device=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -74,6 +76,7 @@ impl NativeLoader {
         hold_all_pages: bool,
         max_image_pixels: Option<u64>,
         resume: Option<String>,
+        cuda_device: Option<usize>,
     ) -> PyResult<NativeLoader> {
         let order = match order {
             "SEQUENTIAL" => Order::Sequential,
@@ -129,6 +132,10 @@ impl NativeLoader {
         }
         if let Some(t) = reader_threads {
             b = b.reader_threads(t);
+        }
+        if let Some(n) = cuda_device {
+            // gpu-stage copies every output to the device; batches carry a `GpuBatch`.
+            b = b.to_device(ffcv::gpu::ToDevice::new(ffcv::gpu::DeviceSpec::Cuda(n)));
         }
         // Sorted, so that errors about several fields always name the same one first.
         let mut fields: Vec<_> = pipelines.into_iter().collect();
@@ -216,14 +223,18 @@ impl NativeLoader {
     /// Stops any running epoch (joining its threads), then starts the next one; returns its
     /// id for `next_batch` and `stop_epoch`.
     fn start_epoch(&self, py: Python<'_>) -> u64 {
-        let previous = lock(&self.running).take();
-        // Joining a producer can wait for a batch in progress; not with the GIL held.
-        py.detach(|| drop(previous));
-        let iter = lock(&self.loader).iter_unbound();
-        let mut n = lock(&self.epochs_started);
-        *n += 1;
-        *lock(&self.running) = Some(Running { id: *n, iter });
-        *n
+        // All of it without the GIL: `running` is held by `next_batch` for as long as it
+        // waits for a batch (another thread's wait must not hold the GIL meanwhile), and
+        // joining the previous epoch's producer can wait for a batch in progress.
+        py.detach(|| {
+            let previous = lock(&self.running).take();
+            drop(previous);
+            let iter = lock(&self.loader).iter_unbound();
+            let mut n = lock(&self.epochs_started);
+            *n += 1;
+            *lock(&self.running) = Some(Running { id: *n, iter });
+            *n
+        })
     }
 
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
@@ -281,8 +292,8 @@ impl NativeLoader {
     }
 
     /// Whether epoch `id` is the running one.
-    fn is_running(&self, id: u64) -> bool {
-        lock(&self.running).as_ref().is_some_and(|r| r.id == id)
+    fn is_running(&self, py: Python<'_>, id: u64) -> bool {
+        py.detach(|| lock(&self.running).as_ref().is_some_and(|r| r.id == id))
     }
 
     /// Threads the loader runs besides its worker pool (producers, page readers).
@@ -320,11 +331,18 @@ impl NativeLoader {
 
 impl NativeLoader {
     fn stop(&self, py: Python<'_>, id: u64) {
-        let mut running = lock(&self.running);
-        if running.as_ref().is_some_and(|r| r.id == id) {
-            let r = running.take();
-            drop(running);
-            py.detach(|| drop(r));
-        }
+        // The lock is taken without the GIL (another thread's `next_batch` holds it while it
+        // waits for a batch), and released before the epoch's threads are joined.
+        py.detach(|| {
+            let r = {
+                let mut running = lock(&self.running);
+                if running.as_ref().is_some_and(|r| r.id == id) {
+                    running.take()
+                } else {
+                    None
+                }
+            };
+            drop(r);
+        });
     }
 }

@@ -87,3 +87,49 @@ def test_a_state_that_does_not_fit_raises():
         jpeg_loader().load_state_dict({"epoch": 3})
     with pytest.raises(TypeError):
         jpeg_loader().load_state_dict("not a dict")
+
+
+def test_a_loader_without_a_seed_takes_the_states_and_one_with_another_seed_refuses_it():
+    # A restarted job builds its Loader without a seed again and draws a new one; its own
+    # checkpoint must still resume (the state's seed wins over a drawn one).
+    first = jpeg_loader(seed=None)
+    it = iter(first)
+    taken = copies(next(it) for _ in range(2))
+    state = first.state_dict()
+    del it
+    seed = first.seed
+    again = jpeg_loader(seed=None)
+    again.load_state_dict(state)
+    assert again.seed == seed
+    assert_same(taken + copies(again), copies(jpeg_loader(seed=seed)))
+    # A seed given to the constructor is the user's: another one is refused.
+    with pytest.raises(ConfigError, match="seed"):
+        jpeg_loader(seed=seed + 1).load_state_dict(state)
+
+
+def test_a_restarted_distributed_job_resumes_though_its_ranks_agree_on_a_new_seed(monkeypatch):
+    # torchrun gives each launch a new run id, from which the ranks derive their seed when
+    # none is given (no torch.distributed here): the restart's seed differs from the
+    # checkpoint's, and the checkpoint must win.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+
+    def rank_loader():
+        return Loader(fixture("scalars"), batch_size=10, order=OrderOption.RANDOM,
+                      distributed=True, drop_last=False,
+                      pipelines={"index": [IntDecoder()], "value": None})
+
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "launch-1")
+    first = rank_loader()
+    it = iter(first)
+    (index,) = next(it)
+    taken = index[:, 0].tolist()
+    state = first.state_dict()
+    del it, index
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "launch-2")
+    second = rank_loader()
+    assert second.seed != first.seed  # the restart agreed on another seed...
+    second.load_state_dict(state)
+    assert second.seed == first.seed  # ...and took the checkpoint's
+    rest = [i for (index,) in second for i in index[:, 0].tolist()]
+    assert taken + rest == first.order_of(0)

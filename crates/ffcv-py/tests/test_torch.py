@@ -1,8 +1,11 @@
 """The torch path: tensors that view the slot's memory, FFCV's ImageNet pipeline with only
 the imports changed, and 2 processes under torchrun. Skipped when torch is absent."""
 
+import json
 import os
 import pathlib
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -77,35 +80,76 @@ def test_torch_from_dlpack_pointer_is_the_slot():
     assert t.data_ptr() == index.base.data_ptr == index.ctypes.data
 
 
-TORCHRUN_SCRIPT = """
-import sys, torch, torch.distributed as dist
-from ffcv_rs.loader import Loader, OrderOption
-from ffcv_rs.fields.decoders import IntDecoder
-dist.init_process_group("gloo")
-loader = Loader(sys.argv[1], batch_size=10, order=OrderOption.RANDOM, distributed=True,
-                num_workers=1, drop_last=False, pipelines={"index": [IntDecoder()], "value": None})
-mine = [i for (index,) in loader for i in index[:, 0].tolist()]
-seeds = [None] * dist.get_world_size()
-dist.all_gather_object(seeds, loader.seed)
-everyone = [None] * dist.get_world_size()
-dist.all_gather_object(everyone, mine)
-if dist.get_rank() == 0:
-    assert len(set(seeds)) == 1, seeds
-    flat = sorted(i for part in everyone for i in part)
-    assert flat == list(range(100)), flat
-    print("EXACTLY-ONCE OK")
-dist.destroy_process_group()
-"""
+WORKER = pathlib.Path(__file__).resolve().parent / "torchrun_worker.py"
+# Whole torchrun launches (torch import, rendezvous, loader, exit) on a loaded machine.
+TORCHRUN_TIMEOUT = 240
+
+
+def free_port():
+    """A TCP port nobody listens on now (the OS's pick), for torchrun's store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(mode, out, *extra):
+    """Runs torchrun_worker.py MODE on 2 ranks (gloo, CPU) and returns the ranks' records.
+
+    The rendezvous is static on 127.0.0.1 and a port picked here (no hostname lookup, no
+    c10d rendezvous), and gloo talks over the loopback device. torchrun runs in its own
+    session: on a timeout the whole group (agent and both ranks) is killed, so no rank is
+    left behind holding the port, and the test fails with their output."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+           "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(free_port()), "--max_restarts", "0",
+           str(WORKER), mode, fixture("scalars"), str(out), *map(str, extra)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=TORCHRUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"torchrun {mode} still running after {TORCHRUN_TIMEOUT} s:\n{output}")
+    assert proc.returncode == 0, output
+    records = []
+    for rank in (0, 1):
+        with open(out / f"{mode}-{rank}.json") as f:
+            records.append(json.load(f))
+    return records
 
 
 def test_torchrun_two_ranks_cover_every_sample_exactly_once(tmp_path):
     torch_or_skip()
-    script = tmp_path / "rank.py"
-    script.write_text(TORCHRUN_SCRIPT)
-    out = subprocess.run(
-        # --standalone: a rendezvous on a free local port, so runs never collide on one.
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), fixture("scalars")],
-        capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "EXACTLY-ONCE OK" in out.stdout
+    ranks = torchrun("full", tmp_path)
+    seeds = ranks[0]["seeds"]
+    assert len(seeds) == 2 and seeds[0] == seeds[1]  # agreed without a seed
+    assert ranks[0]["everyone"] == ranks[1]["everyone"] == [r["ids"] for r in ranks]
+    flat = sorted(i for r in ranks for i in r["ids"])
+    assert flat == list(range(100))
+    assert [r["live_threads"] for r in ranks] == [0, 0]
+    assert abs(len(ranks[0]["ids"]) - len(ranks[1]["ids"])) <= 10
+
+
+def test_torchrun_mid_epoch_state_resumes_exactly_after_a_restart(tmp_path):
+    torch_or_skip()
+    k = 2
+    first = torchrun("stop", tmp_path, k)
+    # A new torchrun: a new process group, which agrees on another seed; the state's seed
+    # must win (no seed was given).
+    second = torchrun("resume", tmp_path)
+    seed = first[0]["seeds"][0]
+    assert first[0]["seeds"] == [seed, seed] and second[0]["seeds"] == [seed, seed]
+    for rank in (0, 1):
+        before, after = first[rank]["ids"], second[rank]["ids"]
+        assert len(before) == 10 * k
+        # Exactly what an uninterrupted epoch with that seed gives this rank.
+        whole = Loader(fixture("scalars"), batch_size=10, order=OrderOption.RANDOM, seed=seed,
+                       distributed=True, rank=rank, world_size=2, drop_last=False,
+                       pipelines={"index": [IntDecoder()], "value": None})
+        assert before + after == whole.order_of(0)
+    union = sorted(i for r in (0, 1) for i in first[r]["ids"] + second[r]["ids"])
+    assert union == list(range(100))
+    assert [r["live_threads"] for r in first + second] == [0, 0, 0, 0]

@@ -10,11 +10,13 @@ import enum
 import json
 import os
 import sys
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _native
+from .errors import FFCVError
 from .fields.decoders import Decoder
 from .transforms import (
     Convert,
@@ -153,6 +155,33 @@ def _plan(field: str, pipeline: Sequence[Any]) -> _Plan:
     return plan
 
 
+def _cuda_ordinal(device: Any) -> Optional[int]:
+    """The CUDA ordinal ``ToDevice(device)`` names (``'cuda:N'``, ``torch.device``, an int),
+    or None for any other device."""
+    if isinstance(device, bool):
+        return None
+    if isinstance(device, (int, np.integer)):
+        return int(device)  # torch reads an int as cuda:N
+    text = str(device)
+    if text == "cuda":
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            return int(torch.cuda.current_device())
+        return 0
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    return None
+
+
+def _plan_ordinal(plan: "_Plan") -> Optional[int]:
+    """The CUDA ordinal of a plan's (last) ``ToDevice``, if it has one."""
+    ordinal = None
+    for kind, arg in plan.post:
+        if kind == "device":
+            ordinal = _cuda_ordinal(arg[0])
+    return ordinal
+
+
 def _distributed_rank_world() -> Tuple[int, int]:
     """Rank and world size from an initialised torch.distributed, else from torchrun's
     ``RANK`` / ``WORLD_SIZE`` environment."""
@@ -214,6 +243,13 @@ class Loader:
     ``prefetch_ahead``, ``reader_threads``, ``direct_io``, ``retain_pages`` and
     ``hold_all_pages``, ``max_image_pixels`` (the largest decoded image area a sample may
     claim; default 134,217,728), and ``rank`` / ``world_size`` to set the distributed share by hand.
+
+    ``gpu_stage``: when every output ends with ``ToDevice`` to one CUDA device, the copy is
+    the Rust loader's GPU stage (gpu-stage: pinned slots, one stream per slot) and batches
+    are CUDA tensors exported through DLPack. ``None`` (default) uses it when it can be
+    built and falls back, with a warning, to torch's ``tensor.to(device)`` otherwise;
+    ``True`` requires it (its error is raised, e.g. without a CUDA driver); ``False``
+    always uses torch's copy.
     """
 
     def __init__(
@@ -242,6 +278,7 @@ class Loader:
         max_image_pixels: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        gpu_stage: Optional[bool] = None,
     ):
         fname = os.fspath(fname)
         batch_size = _check_int("batch_size", batch_size, 1)
@@ -271,6 +308,8 @@ class Loader:
             indices = [int(i) for i in np.asarray(indices).reshape(-1)]
             if any(i < 0 for i in indices):
                 raise ValueError("indices must not be negative")
+        # Whether the seed is the user's: a state dict's seed replaces a drawn or agreed one.
+        self._seed_given = seed is not None
         r, w = 0, 1
         if distributed:
             r, w = (rank, world_size) if rank is not None and world_size is not None else _distributed_rank_world()
@@ -298,7 +337,19 @@ class Loader:
             bool(retain_pages), bool(hold_all_pages),
             None if max_image_pixels is None else _check_int("max_image_pixels", max_image_pixels, 1),
         )
-        self._native = _native.Loader(*self._native_args)
+        if gpu_stage is not None and not isinstance(gpu_stage, bool):
+            raise TypeError(f"gpu_stage must be None, True or False, not {gpu_stage!r}")
+        # The GPU stage copies every output, so it is only a candidate when every pipeline
+        # given ends on the same CUDA device (checked again against the outputs below).
+        ordinals = {_plan_ordinal(p) for p in self._plans.values()}
+        cuda = ordinals.pop() if len(ordinals) == 1 else None
+        if gpu_stage is False:
+            cuda = None
+        if cuda is None and gpu_stage is True:
+            raise ValueError("gpu_stage=True needs every output to end with ToDevice to one "
+                             "CUDA device ('cuda:N')")
+        self._cuda_device: Optional[int] = None
+        self._native = self._build_native(cuda, gpu_stage)
         self.fname = fname
         self.order = order
         self.distributed = bool(distributed)
@@ -312,6 +363,14 @@ class Loader:
         default = _Plan()
         default.to_tensor = True  # FFCV's default pipeline: decoder, ToTensor()
         self._output_plans = [self._plans.get(name, default) for name in self.output_names]
+        if self._cuda_device is not None and any(
+            _plan_ordinal(p) != self._cuda_device for p in self._output_plans
+        ):
+            # A field left to its default pipeline stays on the CPU, as in FFCV.
+            if gpu_stage is True:
+                raise ValueError("gpu_stage=True needs every output to end with ToDevice; "
+                                 "fields without a pipeline get FFCV's default (CPU) one")
+            self._native = self._build_native(None, None)
         self._torch = None
         if any(p.to_tensor for p in self._output_plans):
             self._torch = _torch()
@@ -319,6 +378,34 @@ class Loader:
                 kind == "device" for p in self._output_plans for kind, _ in p.post
             ):
                 raise ImportError("ToDevice moves torch tensors, and torch is not installed")
+
+    def _build_native(self, cuda: Optional[int], gpu_stage: Optional[bool],
+                      resume: Optional[str] = None) -> Any:
+        """The native loader, with the GPU stage on ``cuda`` if given (see ``gpu_stage``)."""
+        args = list(self._native_args)
+        if resume is not None and not self._seed_given:
+            # No seed was given: take the state's (a restarted job draws or agrees on
+            # another one, which must not refuse its own checkpoint).
+            args[8] = None
+        if cuda is not None:
+            try:
+                native = _native.Loader(*args, resume, cuda_device=cuda)
+                self._cuda_device = cuda
+                return native
+            except FFCVError as e:
+                if gpu_stage is True:
+                    raise
+                warnings.warn(f"ffcv_rs: the GPU stage is not available ({e}); ToDevice "
+                              "falls back to torch's tensor.to(device)", RuntimeWarning,
+                              stacklevel=3)
+        self._cuda_device = None
+        return _native.Loader(*args, resume)
+
+    @property
+    def device(self) -> str:
+        """Where batches are staged: ``'cuda:N'`` with the GPU stage, else ``'cpu'``
+        (a torch ``ToDevice`` then copies on the consumer's thread)."""
+        return "cpu" if self._cuda_device is None else f"cuda:{self._cuda_device}"
 
     # FFCV's attributes.
     @property
@@ -381,8 +468,9 @@ class Loader:
         """Continue from :meth:`state_dict`'s dict: the next iteration runs the rest of the
         saved epoch (byte for byte the batches an uninterrupted run would have given, random
         augmentations included, with the same world size), later epochs as usual. The
-        loader is rebuilt with its own arguments; a state of another file, order, seed,
-        batch size, ``drop_last`` or index list raises :class:`ffcv_rs.ConfigError`."""
+        loader is rebuilt with its own arguments; a state of another file, order, seed (one
+        given to the constructor; a drawn or agreed seed gives way to the state's), batch
+        size, ``drop_last`` or index list raises :class:`ffcv_rs.ConfigError`."""
         if not isinstance(state, dict):
             raise TypeError(f"load_state_dict takes a dict, got {type(state).__name__}")
         version = state.get(_STATE_KEY)
@@ -392,8 +480,10 @@ class Loader:
                 f"{_STATE_DICT_VERSION} and 'state'; got {sorted(state)!r})"
             )
         text = json.dumps(state["state"])
-        # The old native loader's running epoch (if any) ends when its iterator goes.
-        self._native = _native.Loader(*self._native_args, text)
+        # The old native loader's running epoch (if any) ends when its iterator goes. The
+        # device is the one in use (no second fallback warning).
+        cuda = self._cuda_device
+        self._native = self._build_native(cuda, None if cuda is None else True, text)
 
 
 class _EpochIterator:
