@@ -471,9 +471,9 @@ impl Divisors {
             corr: [0; 64],
             shift: [0; 64],
         };
-        for i in 0..64 {
+        for (i, &q) in table.iter().enumerate() {
             // The islow DCT leaves its outputs scaled by 8.
-            let divisor = u32::from(table[i]) << 3;
+            let divisor = u32::from(q) << 3;
             let b = 31 - divisor.leading_zeros();
             let mut r = 16 + b;
             let mut fq = (1u32 << r) / divisor;
@@ -496,10 +496,9 @@ impl Divisors {
 
     #[inline]
     fn quantize(&self, ws: &[i32; 64], out: &mut [i32; 64]) {
-        for i in 0..64 {
-            let x = ws[i];
+        for (i, (&x, o)) in ws.iter().zip(out.iter_mut()).enumerate() {
             let q = ((x.unsigned_abs() + self.corr[i]) * self.recip[i]) >> self.shift[i];
-            out[i] = if x < 0 { -(q as i32) } else { q as i32 };
+            *o = if x < 0 { -(q as i32) } else { q as i32 };
         }
     }
 }
