@@ -271,3 +271,37 @@ fn the_largest_frame_encodes_and_keeps_its_header() {
     let info = ffcv::image::jpeg_info(&jpg).unwrap();
     assert_eq!((info.width, info.height), (65500, 1));
 }
+
+#[test]
+fn the_fixtures_jpegs_carry_exactly_our_markers() {
+    // The images_jpg fixture's sources are not published, so its JPEGs cannot
+    // be re-encoded; everything up to the entropy-coded data depends only on
+    // size and quality, and must equal ours byte for byte.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/ffcv-1.0.2/images_jpg.beton"
+    );
+    let reader = ffcv::format::Reader::open(path).unwrap();
+    let image = reader.field_index("image").unwrap();
+    for i in 0..reader.num_samples() {
+        let ffcv::format::FieldMetadata::RgbImage {
+            mode,
+            width,
+            height,
+            ..
+        } = reader.metadata(i, image).unwrap()
+        else {
+            panic!("sample {i}: not an image");
+        };
+        assert_eq!(mode, 0, "sample {i} is stored as JPEG");
+        let theirs = reader.field_data(i, image).unwrap().unwrap();
+        let (w, h) = (u32::from(width), u32::from(height));
+        let ours = encode_like_libjpeg(&vec![128; (w * h * 3) as usize], w, h, 90).unwrap();
+        // SOI (2), APP0 (18), 2 DQT (69 each), SOF0 (19), 4 DHT (33, 183, 33,
+        // 183), SOS (14).
+        let header = 2 + 18 + 2 * 69 + 19 + 2 * 33 + 2 * 183 + 14;
+        assert_eq!(&ours[header - 14..header - 12], &[0xFF, 0xDA]);
+        assert_same_bytes(&ours[..header], &theirs[..header], &format!("sample {i}"));
+        assert_eq!(&theirs[theirs.len() - 2..], &[0xFF, 0xD9]);
+    }
+}
