@@ -1,13 +1,15 @@
 //! Speed of the image kernels on this machine (one thread): JPEG decode
 //! (the libjpeg-turbo-compatible path and, for comparison, `jpeg-decoder`),
 //! the INTER_AREA resizer, and decode + RandomResizedCrop + resize per
-//! sample, on synthetic JPEGs of 160–256 px (the benchmark's JPEG dataset).
+//! sample, and JPEG encoding (ours and the `jpeg-encoder` crate), on
+//! synthetic JPEGs of 160–256 px (the benchmark's JPEG dataset).
 //!
 //! Run: `cargo run --release -p ffcv --example image_speed`
 
 use ffcv::image::{
     AreaResizer, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
-    SyntheticImageSpec, center_crop_box, random_resized_crop_box, synthetic_jpeg,
+    SyntheticImageSpec, center_crop_box, encode_like_libjpeg, random_resized_crop_box,
+    synthetic_jpeg,
 };
 use rand_core::SeedableRng;
 use std::time::Instant;
@@ -57,6 +59,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             decoder.decode_into(jpeg, &mut out).map(|_| (out, *w, *h))
         })
         .collect::<Result<_, _>>()?;
+    // Encoding as the writer does it (quality 90, 4:2:0): the
+    // libjpeg-compatible encoder, and the `jpeg-encoder` crate it replaced.
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for (img, w, h) in &decoded {
+            std::hint::black_box(encode_like_libjpeg(img, *w, *h, 90)?);
+        }
+    }
+    report(
+        "encode q90 (libjpeg-compatible, the writer's)",
+        t.elapsed().as_secs_f64() / f64::from(rounds),
+        decoded.len(),
+        pixels,
+    );
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for (img, w, h) in &decoded {
+            let mut jpg = Vec::new();
+            let mut enc = jpeg_encoder::Encoder::new(&mut jpg, 90);
+            enc.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
+            enc.encode(img, *w as u16, *h as u16, jpeg_encoder::ColorType::Rgb)?;
+            std::hint::black_box(jpg);
+        }
+    }
+    report(
+        "encode q90 (jpeg-encoder crate)",
+        t.elapsed().as_secs_f64() / f64::from(rounds),
+        decoded.len(),
+        pixels,
+    );
+
     let mut resizer = AreaResizer::new();
     let mut out = vec![0u8; 64 * 64 * 3];
     let t = Instant::now();

@@ -1,5 +1,6 @@
-//! JPEG decoding to packed RGB (pure Rust) and encoding (`jpeg-encoder`)
-//! the way FFCV's writer calls `cv2.imencode`.
+//! JPEG decoding to packed RGB (pure Rust) and encoding (libjpeg-turbo's
+//! bytes, [`super::encode_like_libjpeg`]) the way FFCV's writer calls
+//! `cv2.imencode`.
 //!
 //! Baseline JPEGs (all FFCV's writer produces) go through [`super::turbo`],
 //! which reproduces libjpeg-turbo's `TJFLAG_FASTDCT` output; everything else
@@ -200,31 +201,24 @@ pub fn decode_jpeg(jpeg: &[u8], max_bytes: usize) -> Result<RgbImage> {
 }
 
 /// Encodes `image` as a baseline JPEG with 4:2:0 chroma subsampling at
-/// `quality` (1..=100), the settings `cv2.imencode('.jpg', ...)` uses in
-/// FFCV's writer (which defaults to quality 90).
+/// `quality` (1..=100): the bytes `cv2.imencode('.jpg', ...)` writes in
+/// FFCV's writer (which defaults to quality 90), reproduced by
+/// [`super::encode_like_libjpeg`].
 pub fn encode_jpeg(image: &RgbImage, quality: u8) -> Result<Vec<u8>> {
-    if !(1..=100).contains(&quality) {
-        return Err(ImageError::BadSetting(format!(
-            "jpeg_quality {quality} is not in 1..=100"
-        )));
-    }
     let (height, width) = (image.height(), image.width());
-    let (Ok(w16), Ok(h16)) = (u16::try_from(width), u16::try_from(height)) else {
-        return Err(ImageError::BadSize {
+    super::encode_like_libjpeg(image.pixels(), width, height, quality).map_err(|e| match e {
+        super::LibjpegEncodeError::Quality(q) => {
+            ImageError::BadSetting(format!("jpeg_quality {q} is not in 1..=100"))
+        }
+        super::LibjpegEncodeError::Size { .. } => ImageError::BadSize {
             height: height.into(),
             width: width.into(),
-            reason: "JPEG sides are at most 65535",
-        });
-    };
-    let mut out = Vec::with_capacity(image.pixels().len() / 4 + 1024);
-    let mut encoder = jpeg_encoder::Encoder::new(&mut out, quality);
-    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
-    encoder
-        .encode(image.pixels(), w16, h16, jpeg_encoder::ColorType::Rgb)
-        .map_err(|e| ImageError::JpegEncode {
+            reason: "JPEG sides are at most 65500 (libjpeg's limit, which cv2.imencode enforces)",
+        },
+        other => ImageError::JpegEncode {
             height,
             width,
-            message: e.to_string(),
-        })?;
-    Ok(out)
+            message: other.to_string(),
+        },
+    })
 }

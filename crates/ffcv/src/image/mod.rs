@@ -30,6 +30,7 @@ mod file;
 mod folder;
 mod jpeg;
 mod kernel;
+mod libjpeg_enc;
 mod resize;
 mod simd;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -46,6 +47,7 @@ pub use file::{read_image_bytes, read_image_file};
 pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
+pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};
 pub use resize::{AreaResizer, resize_area_into};
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
 
