@@ -361,11 +361,12 @@ pub const PHOTOS_DECODER: &str = "random-resized-crop:224x224";
 /// The JPEG data set under `dir`: `JPEG_SAMPLES` synthetic JPEGs (`image`) with a label,
 /// written once and reused while its recorded parameters match.
 pub fn ensure_jpeg(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, String> {
+    // Revision 2: JPEGs from the libjpeg-identical encoder.
     let set = ImageSet {
         label: JPEG_LABEL,
         samples: JPEG_SAMPLES,
         params: format!(
-            "revision 1\nffcv::image::synthetic_jpeg seed 11, {JPEG_SAMPLES} images of 160..=256 px, quality 90, label = index % 10\n"
+            "revision 2\nffcv::image::synthetic_jpeg seed 11, {JPEG_SAMPLES} images of 160..=256 px, quality 90, label = index % 10\n"
         ),
         sample_description: format!("JPEG 160-256 px, {JPEG_DECODER}"),
     };
@@ -383,7 +384,7 @@ pub fn ensure_photos(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, Str
         label: PHOTOS_LABEL,
         samples: PHOTOS_SAMPLES,
         params: format!(
-            "revision 1\nffcv_cli::photos::photo_jpeg seed 13, {PHOTOS_SAMPLES} images of {lo}..={hi} px, quality 90, label = index % 10\n"
+            "revision 2\nffcv_cli::photos::photo_jpeg seed 13, {PHOTOS_SAMPLES} images of {lo}..={hi} px, quality 90, label = index % 10\n"
         ),
         sample_description: format!("JPEG photographs {lo}-{hi} px"),
     };
