@@ -11,7 +11,7 @@
 //!    `batches_ahead`, cache and order for storage; `batches_ahead` for the GPU link), with
 //!    seed, batch size and pipeline fixed: rounds of the best configuration so far and the
 //!    candidate alternate, and a change is kept only when its median gain exceeds the spread
-//!    the trial measured ([`diagnose::tune`]).
+//!    the trial measured ([`tune::tune`]).
 //! 5. The diagnosis of the best configuration, with the figures as evidence, and the
 //!    recommended `ffcv bench` flags; when no configuration could be measured, nothing is
 //!    recommended.
@@ -23,14 +23,11 @@
 //! `--time-budget SECONDS` (default 60) bounds steps 3 and 4: the runs share it and each
 //! stops at its slice, whatever the file's size. `--no-measure` stops after step 2.
 
-#[path = "../doctor/diagnose.rs"]
 pub mod diagnose;
-#[path = "../doctor/facts.rs"]
 pub mod facts;
-#[path = "../doctor/measure.rs"]
 pub mod measure;
-#[path = "../doctor/rules.rs"]
 pub mod rules;
+pub mod tune;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -40,9 +37,10 @@ use std::time::{Duration, Instant};
 use beton_io::{FieldType, Reader};
 use serde_json::{Value, json};
 
-use self::diagnose::{Candidates, Knobs, MemoryContext, Tuning};
+use self::diagnose::MemoryContext;
 use self::facts::MachineFacts;
 use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
+use self::tune::{Candidates, Knobs, Tuning};
 use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
 use crate::error::CliError;
@@ -366,7 +364,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         None
     } else {
         let candidates = candidates(&start, &recommendation, machine.affinity_cpus, needs);
-        let planned = diagnose::planned_runs(&candidates);
+        let planned = tune::planned_runs(&candidates);
         let slice = budget / u32::try_from(planned).unwrap_or(u32::MAX);
         let started = Instant::now();
         // A run may start while at least half a slice is left, so the total stays near the
@@ -380,7 +378,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             measure::measure(args, knobs, seed, slice)
         };
         let classify = |m: &diagnose::Measurement| diagnose::diagnose(m, &memory).resource;
-        Some(diagnose::tune(
+        Some(tune::tune(
             start,
             &candidates,
             &classify,
@@ -526,9 +524,9 @@ impl Report<'_> {
             "rules": self.recommendation.to_json(),
             "start": self.start.to_json(),
             "time_budget_seconds": self.args.time_budget,
-            "trials": self.tuning.map(|t| t.trials.iter().map(diagnose::Trial::to_json).collect::<Vec<_>>()),
-            "untried": self.tuning.map(|t| t.untried.iter().map(diagnose::Untried::to_json).collect::<Vec<_>>()),
-            "skipped_trials": self.tuning.map(diagnose::Tuning::skipped),
+            "trials": self.tuning.map(|t| t.trials.iter().map(tune::Trial::to_json).collect::<Vec<_>>()),
+            "untried": self.tuning.map(|t| t.untried.iter().map(tune::Untried::to_json).collect::<Vec<_>>()),
+            "skipped_trials": self.tuning.map(tune::Tuning::skipped),
             "tuned_for": self.tuning.and_then(|t| t.resource).map(diagnose::Resource::name),
             "diagnosis": self.diagnosis.map(diagnose::Diagnosis::to_json),
             "recommended": self.recommended().map(Knobs::to_json),
@@ -625,7 +623,7 @@ impl Report<'_> {
                  best so far (A) and the change (B); a change is kept only when B's median \
                  beats A's by more than the trial's spread, the larger max - min of either side)",
                 self.args.time_budget,
-                diagnose::ROUNDS
+                tune::ROUNDS
             );
             for trial in &tuning.trials {
                 let _ = writeln!(t, "{}", trial_line(trial));
@@ -690,7 +688,7 @@ impl Report<'_> {
 
 /// One trial of the search as a report line: the baseline's rate, or an A/B trial's medians,
 /// rounds, gain, spread and verdict.
-fn trial_line(trial: &diagnose::Trial) -> String {
+fn trial_line(trial: &tune::Trial) -> String {
     let rates = |rates: &[f64]| {
         rates
             .iter()
@@ -727,7 +725,7 @@ fn trial_line(trial: &diagnose::Trial) -> String {
                 "kept".to_owned()
             } else if let Some(e) = error {
                 format!("not kept: failed: {e}")
-            } else if v.rounds < diagnose::MIN_ROUNDS {
+            } else if v.rounds < tune::MIN_ROUNDS {
                 format!(
                     "not kept: {} round(s), too few to know the spread",
                     v.rounds

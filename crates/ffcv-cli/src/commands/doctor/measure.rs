@@ -11,7 +11,8 @@ use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
 use super::DoctorArgs;
-use super::diagnose::{Knobs, Measurement, RunError};
+use super::diagnose::Measurement;
+use super::tune::{Knobs, RunError};
 
 /// Builds the loader `args` and `knobs` describe.
 pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, RunError> {
