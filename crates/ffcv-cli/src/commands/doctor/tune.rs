@@ -549,6 +549,7 @@ mod tests {
             budget: 1 << 20,
             num_slots: 20,
             page_size: 8 << 20,
+            fix: ffcv::page_cache::BudgetFix::Unknown,
         });
         let e = RunError::from_loader(&guard);
         assert_eq!(e.memory_budget_needed, Some(167_772_160));
