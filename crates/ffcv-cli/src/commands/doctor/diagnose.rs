@@ -9,6 +9,18 @@ use serde_json::{Value, json};
 /// RSS at or above this share of the memory budget is memory pressure.
 pub const MEMORY_PRESSURE_SHARE: f64 = 0.9;
 
+/// A window that read at least this share of the bytes it needed from storage got its
+/// data from the disk (a warm cache reads about 0).
+pub const FROM_STORAGE_SHARE: f64 = 0.5;
+
+/// Major faults per delivered sample at or above this: the samples come from the disk
+/// through faults on the map (the OS cache), whatever `read_bytes` says.
+pub const MAJOR_FAULTS_PER_SAMPLE: f64 = 0.05;
+
+/// Process CPU time under this share of the wall time of every CPU it may use: the CPUs
+/// are idle enough that they are not the limit.
+pub const CPU_IDLE_SHARE: f64 = 0.75;
+
 /// What one bounded run measured. Times are seconds over the measured window (after warm-up).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Measurement {
@@ -48,9 +60,52 @@ pub struct Measurement {
     pub storage_bytes_read: u64,
     /// The memory guard refused the configuration (the run failed for lack of memory).
     pub memory_guard_fired: bool,
+    /// Bytes the process read from storage (`/proc/self/io` `read_bytes`: the process
+    /// cache's reads and the OS cache's page faults alike), when known.
+    pub read_bytes: Option<u64>,
+    /// Major page faults of the process (faults that waited on storage), when known.
+    pub major_faults: Option<u64>,
+    /// Stored payload of the samples delivered (enabled fields): the bytes the window
+    /// needed.
+    pub payload_bytes: u64,
+    /// CPUs the process may use.
+    pub cpus: usize,
 }
 
 impl Measurement {
+    /// Bytes read from storage per byte the window needed; `None` when either is unknown.
+    pub fn read_amplification(&self) -> Option<f64> {
+        let read = self.read_bytes?;
+        (self.payload_bytes > 0).then(|| read as f64 / self.payload_bytes as f64)
+    }
+
+    /// Process CPU time over wall time times the CPUs it may use (0..1), when known.
+    pub fn cpu_utilisation(&self) -> Option<f64> {
+        let cpus = self.cpus_used()?;
+        (self.cpus > 0).then(|| cpus / self.cpus as f64)
+    }
+
+    /// Major faults per delivered sample, when known.
+    pub fn major_faults_per_sample(&self) -> Option<f64> {
+        let faults = self.major_faults?;
+        let samples = self.samples_per_sec * self.wall_seconds;
+        (samples > 0.0).then(|| faults as f64 / samples)
+    }
+
+    /// The data came from the disk and the CPUs were idle: storage limits the run,
+    /// whatever the stage timers say (a fault on the map is taken inside a stage and
+    /// counts as its time).
+    pub fn storage_bound(&self) -> bool {
+        let from_storage = self
+            .read_amplification()
+            .is_some_and(|a| a >= FROM_STORAGE_SHARE)
+            || self
+                .major_faults_per_sample()
+                .is_some_and(|f| f >= MAJOR_FAULTS_PER_SAMPLE);
+        let idle = self.cpu_utilisation().is_some_and(|u| u < CPU_IDLE_SHARE);
+        from_storage && idle && self.slot_wait_share() < 0.5
+    }
+
     /// Fraction of the measured wall time waited on pages.
     pub fn page_wait_share(&self) -> f64 {
         share(self.page_wait_seconds, self.wall_seconds)
@@ -116,6 +171,13 @@ impl Measurement {
             "cpu_seconds": self.cpu_seconds,
             "storage_bytes_read": self.storage_bytes_read,
             "memory_guard_fired": self.memory_guard_fired,
+            "read_bytes": self.read_bytes,
+            "major_faults": self.major_faults,
+            "payload_bytes": self.payload_bytes,
+            "cpus": self.cpus,
+            "read_amplification": self.read_amplification(),
+            "cpu_utilisation": self.cpu_utilisation(),
+            "storage_bound": self.storage_bound(),
             "page_wait_share": self.page_wait_share(),
             "cpu_busy_share": self.cpu_busy_share(),
             "slot_wait_share": self.slot_wait_share(),
@@ -270,10 +332,14 @@ fn memory_reasons(
 
 /// Names the scarce resource of a measurement.
 ///
-/// Memory first (it decides what may run at all: the guard fired, RSS at
-/// [`MEMORY_PRESSURE_SHARE`] of the limit, or a file larger than the limit); otherwise the
-/// largest of four shares: wall time waiting on pages (storage), wall time the producer
-/// waited for queue room (consumer), wall time copying to the GPU ([`Measurement::gpu_link_share`]:
+/// Memory first (it decides what may run at all: the guard fired, or RSS at
+/// [`MEMORY_PRESSURE_SHARE`] of the limit; a file larger than the limit is only evidence
+/// here, since it already chose the configuration measured); then storage when the
+/// kernel's counters show the data came from the disk while the CPUs idled
+/// ([`Measurement::storage_bound`]: a fault on the OS cache's map is taken inside a
+/// pipeline stage, so the stage timers alone would name the CPU); otherwise the largest of
+/// four shares: wall time waiting on pages (storage), wall time the producer waited for
+/// queue room (consumer), wall time copying to the GPU ([`Measurement::gpu_link_share`]:
 /// the copies' device time, or the producer's time in the GPU stage), and the workers'
 /// busy share of their capacity (CPU).
 pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis {
@@ -295,8 +361,31 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         100.0 * m.cpu_busy_share()
     ));
     if let Some(cpus) = m.cpus_used() {
+        evidence.push(match m.cpu_utilisation() {
+            Some(u) => format!(
+                "process CPU use: {cpus:.2} CPUs on average over the window, {:.0}% of the {} it may use (CPU utilisation)",
+                100.0 * u,
+                m.cpus
+            ),
+            None => format!("process CPU use: {cpus:.2} CPUs on average over the window"),
+        });
+    }
+    match (m.read_bytes, m.read_amplification()) {
+        (Some(read), Some(amp)) => evidence.push(format!(
+            "read from storage: {} for {} of samples (read amplification {amp:.2})",
+            super::rules::human_bytes(read),
+            super::rules::human_bytes(m.payload_bytes)
+        )),
+        (Some(read), None) => evidence.push(format!(
+            "read from storage: {}",
+            super::rules::human_bytes(read)
+        )),
+        _ => {}
+    }
+    if let Some(faults) = m.major_faults {
         evidence.push(format!(
-            "process CPU use: {cpus:.2} CPUs on average over the window"
+            "major page faults: {faults} ({:.3} per sample)",
+            m.major_faults_per_sample().unwrap_or(0.0)
         ));
     }
     if m.storage_bytes_read > 0 {
@@ -350,7 +439,16 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         });
     }
 
-    let memory_reasons = memory_reasons(m.memory_guard_fired, rss_share, memory);
+    // A file larger than the memory is why the run started from the process cache with
+    // QuasiRandom; once that runs, it is evidence, and what limits the run is measured.
+    let measured_memory = MemoryContext {
+        file_larger_than_limit: false,
+        ..*memory
+    };
+    if memory.file_larger_than_limit {
+        evidence.extend(memory_reasons(false, None, memory));
+    }
+    let memory_reasons = memory_reasons(m.memory_guard_fired, rss_share, &measured_memory);
     if !memory_reasons.is_empty() {
         evidence.extend(memory_reasons);
         return Diagnosis {
@@ -359,6 +457,16 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         };
     }
 
+    if m.storage_bound() {
+        evidence.push(format!(
+            "the data came from storage while the CPUs were {:.0}% used: storage-bound",
+            100.0 * m.cpu_utilisation().unwrap_or(0.0)
+        ));
+        return Diagnosis {
+            resource: Resource::Storage,
+            evidence,
+        };
+    }
     let candidates = [
         (Resource::Storage, m.page_wait_share()),
         (Resource::Consumer, m.slot_wait_share()),
@@ -589,13 +697,108 @@ mod tests {
             file_larger_than_limit: true,
             file_bytes: 3 << 20,
         };
-        let d = diagnose(&measurement(100.0), &declared);
-        assert_eq!(d.resource, Resource::Memory);
+        // Measured, a file larger than the memory is evidence (it chose the process
+        // cache with QuasiRandom); what limits that run is measured, here the CPU.
+        let busy = Measurement {
+            stage_seconds: 0.9,
+            ..measurement(100.0)
+        };
+        let d = diagnose(&busy, &declared);
+        assert_eq!(d.resource, Resource::Cpu);
         assert!(
             d.evidence
                 .iter()
                 .any(|e| e.contains("3.0 MiB") && e.contains("1.0 MiB"))
         );
+    }
+
+    /// The case: an OS-cache run of a file larger than the cgroup, whose page
+    /// faults count as pipeline time (91% "stage" time), 40x read amplification, 0.46 of
+    /// 2 CPUs busy.
+    fn faulting_run() -> Measurement {
+        Measurement {
+            stage_seconds: 0.91,
+            page_wait_seconds: 0.0,
+            cpu_seconds: Some(0.46),
+            cpus: 2,
+            read_bytes: Some(40 << 20),
+            payload_bytes: 1 << 20,
+            major_faults: Some(900),
+            ..measurement(313.0)
+        }
+    }
+
+    #[test]
+    fn reads_from_storage_with_idle_cpus_name_storage_whatever_the_stage_timers_say() {
+        let m = faulting_run();
+        assert!(m.storage_bound());
+        let d = diagnose(&m, &MemoryContext::default());
+        assert_eq!(d.resource, Resource::Storage);
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.contains("read amplification 40.00")),
+            "{:?}",
+            d.evidence
+        );
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.starts_with("major page faults: 900"))
+        );
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.contains("23% of the 2 it may use"))
+        );
+        assert!(d.evidence.iter().any(|e| e.ends_with("storage-bound")));
+    }
+
+    #[test]
+    fn major_faults_alone_show_reads_from_storage() {
+        // read_bytes unknown (no /proc/self/io): a fault per three samples still shows it.
+        let m = Measurement {
+            read_bytes: None,
+            major_faults: Some(105),
+            ..faulting_run()
+        };
+        assert!(m.storage_bound());
+        assert_eq!(
+            diagnose(&m, &MemoryContext::default()).resource,
+            Resource::Storage
+        );
+    }
+
+    #[test]
+    fn busy_cpus_or_a_warm_cache_are_not_storage_bound() {
+        let busy = Measurement {
+            cpu_seconds: Some(1.9),
+            ..faulting_run()
+        };
+        assert!(!busy.storage_bound());
+        assert_eq!(
+            diagnose(&busy, &MemoryContext::default()).resource,
+            Resource::Cpu
+        );
+        let warm = Measurement {
+            read_bytes: Some(0),
+            major_faults: Some(0),
+            ..faulting_run()
+        };
+        assert!(!warm.storage_bound());
+        assert_eq!(warm.read_amplification(), Some(0.0));
+        assert_eq!(
+            diagnose(&warm, &MemoryContext::default()).resource,
+            Resource::Cpu
+        );
+        // Nothing known about I/O or CPU: the stage timers decide, as before.
+        let unknown = Measurement {
+            read_bytes: None,
+            major_faults: None,
+            cpu_seconds: None,
+            ..faulting_run()
+        };
+        assert!(!unknown.storage_bound());
     }
 
     #[test]

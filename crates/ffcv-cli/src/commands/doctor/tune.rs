@@ -28,6 +28,12 @@ pub struct Knobs {
     pub num_workers: usize,
     /// Queue depth.
     pub batches_ahead: usize,
+    /// The process cache's memory budget the doctor chose (`None`: the user's
+    /// `--max-memory`, or the loader's default).
+    pub max_memory: Option<u64>,
+    /// QuasiRandom's buffer the doctor chose to fit that budget (`None`: the user's
+    /// `--quasi-buffer-pages`, or the loader's default).
+    pub quasi_buffer_pages: Option<usize>,
 }
 
 impl Knobs {
@@ -38,18 +44,27 @@ impl Knobs {
             "order": order_name(self.order),
             "num_workers": self.num_workers,
             "batches_ahead": self.batches_ahead,
+            "max_memory": self.max_memory,
+            "quasi_buffer_pages": self.quasi_buffer_pages,
         })
     }
 
     /// The `ffcv bench` flags that select these knobs.
     pub fn flags(&self) -> String {
-        format!(
+        let mut flags = format!(
             "--order {} --num-workers {} --batches-ahead {}{}",
             order_name(self.order),
             self.num_workers,
             self.batches_ahead,
             if self.os_cache { "" } else { " --no-os-cache" }
-        )
+        );
+        if let Some(bytes) = self.max_memory {
+            flags.push_str(&format!(" --max-memory {bytes}"));
+        }
+        if let Some(pages) = self.quasi_buffer_pages {
+            flags.push_str(&format!(" --quasi-buffer-pages {pages}"));
+        }
+        flags
     }
 }
 
@@ -538,6 +553,8 @@ mod tests {
             order: OrderChoice::Random,
             num_workers: 2,
             batches_ahead: 3,
+            max_memory: None,
+            quasi_buffer_pages: None,
         }
     }
 
