@@ -286,3 +286,73 @@ fn the_chosen_buffer_fits_for_every_budget_and_seed() {
         }
     }
 }
+
+/// Records the message of every warning.
+#[derive(Default)]
+struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() == tracing::Level::WARN
+    }
+    fn new_span(&self, _span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _span: &tracing::span::Id, _values: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _span: &tracing::span::Id, _follows: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        self.0.lock().unwrap().push(message);
+    }
+    fn enter(&self, _span: &tracing::span::Id) {}
+    fn exit(&self, _span: &tracing::span::Id) {}
+}
+
+#[test]
+fn a_shrunk_default_buffer_is_warned_about_and_ffcvs_is_not() {
+    let warnings = Warnings::default();
+    let seen = std::sync::Arc::clone(&warnings.0);
+    let (small, large) = tracing::subscriber::with_default(warnings, || {
+        let small = builder()
+            .os_cache(false)
+            .max_memory(9 * PAGE)
+            .build()
+            .unwrap()
+            .quasi_buffer_pages();
+        let count = seen.lock().unwrap().len();
+        let large = builder()
+            .os_cache(false)
+            .max_memory(1 << 30)
+            .build()
+            .unwrap()
+            .quasi_buffer_pages();
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            count,
+            "FFCV's buffer fits: no warning"
+        );
+        (small, large)
+    });
+    assert_eq!(large, Some(2 * BATCH));
+    let seen = seen.lock().unwrap();
+    let warning = seen
+        .iter()
+        .find(|w| w.contains("QuasiRandom buffer"))
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(
+        warning.contains(&format!("using {} pages", small.unwrap())),
+        "{warning}"
+    );
+    assert!(warning.contains("FFCV's 8 pages"), "{warning}");
+}
