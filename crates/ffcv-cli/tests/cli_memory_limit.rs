@@ -235,6 +235,8 @@ fn in_a_memory_limited_cgroup_the_doctor_names_storage_and_its_recommendation_fi
     let run = group.ffcv(&args);
     let bench = run.json();
     assert_eq!(bench["quasi_buffer_pages"], buffer, "{bench}");
+    assert_eq!(bench["memory_limit_bytes"], LIMIT, "{bench}");
+    assert_eq!(bench["memory_bound"], "cgroup", "{bench}");
     assert!(bench["peak_rss_bytes"].as_u64().unwrap() < LIMIT, "{bench}");
     let amplification = bench["read_amplification"].as_f64().unwrap();
     assert!(

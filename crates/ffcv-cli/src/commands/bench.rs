@@ -19,8 +19,10 @@
 //! `read_amplification` (`storage_bytes_read` over the stored payload of the epoch's
 //! samples; 1.0 reads each byte once, a warm cache reads 0) and `cpu_utilisation`
 //! (process CPU time over wall time times the CPUs this process may use, 0 to 1; also
-//! `cpu_seconds`). The consumer only touches each batch unless `--touch` asks it to read
-//! every byte.
+//! `cpu_seconds`). `memory_limit_bytes`, `memory_available_bytes` and `memory_bound`
+//! (`cgroup` or `physical`) are the memory this process may use, its cgroup's limit
+//! included. The consumer only touches each batch unless `--touch` asks it to read every
+//! byte.
 //!
 //! Resuming: `--resume STATE.json` continues a saved loader state (the first epoch run is
 //! the rest of the state's epoch); `--stop-after N --save-state STATE.json` consumes N
@@ -386,6 +388,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     let m = |f: fn(&EpochFigures) -> f64| median(epochs.iter().map(f).collect());
     let samples_per_sec = m(|e| e.samples as f64 / e.seconds.max(1e-12));
     let bytes_per_sec = m(|e| e.payload_bytes as f64 / e.seconds.max(1e-12));
+    // The memory this process may use, its cgroup's limit included (read after the run:
+    // `available` then says what the epochs left).
+    let memory = ffcv::page_cache::memory_facts();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let amplification =
         m(|e| read_amplification(e.storage_bytes_read, e.payload_bytes).unwrap_or(0.0));
@@ -422,6 +427,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         "h2d_seconds": m(|e| e.h2d_seconds),
         "h2d_bytes": m(|e| e.h2d_bytes as f64) as u64,
         "quasi_buffer_pages": loader.quasi_buffer_pages(),
+        "memory_limit_bytes": memory.as_ref().map(ffcv::page_cache::MemoryFacts::limit),
+        "memory_available_bytes": memory.as_ref().map(ffcv::page_cache::MemoryFacts::available),
+        "memory_bound": memory.as_ref().map(|f| match f.bound() {
+            ffcv::page_cache::MemoryBound::Cgroup => "cgroup",
+            ffcv::page_cache::MemoryBound::Physical => "physical",
+        }),
         "major_faults": m(|e| e.major_faults as f64) as u64,
         "read_amplification": amplification,
         "cpu_seconds": m(|e| e.cpu_seconds),
@@ -487,6 +498,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             cpus,
             r["cpu_seconds"].as_f64().unwrap_or(0.0)
         );
+        if let (Some(limit), Some(bound)) =
+            (r["memory_limit_bytes"].as_u64(), r["memory_bound"].as_str())
+        {
+            println!(
+                "  memory           limit {limit} bytes ({bound} binds), {} bytes available",
+                r["memory_available_bytes"]
+            );
+        }
         if let Some(pages) = loader.quasi_buffer_pages() {
             println!("  quasi-random     buffer of {pages} pages");
         }
