@@ -1,5 +1,5 @@
-//! The process-cache flags `ffcv bench` and `ffcv doctor` share, how they reach the
-//! loader, and how they are written back into a command line.
+//! The process-cache flags (and QuasiRandom's buffer) `ffcv bench` and `ffcv doctor`
+//! share, how they reach the loader, and how they are written back into a command line.
 
 use std::fmt::Write as _;
 
@@ -37,6 +37,11 @@ pub struct CacheArgs {
     #[arg(long)]
     pub hold_all_pages: bool,
 
+    /// QuasiRandom: the buffer in pages (default: 2 x batch size, FFCV's; with the process
+    /// cache, the largest buffer up to that whose page schedules fit the memory budget).
+    #[arg(long, value_name = "PAGES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub quasi_buffer_pages: Option<u64>,
+
     /// Decoders: the largest image area (height x width pixels) accepted (default
     /// 134217728); a sample claiming more is an error naming it, before memory is sized
     /// from the claim.
@@ -63,6 +68,9 @@ impl CacheArgs {
         if let Some(pixels) = self.max_image_pixels {
             builder = builder.max_image_pixels(pixels);
         }
+        if let Some(pages) = self.quasi_buffer_pages {
+            builder = builder.quasi_buffer_pages(usize::try_from(pages).unwrap_or(usize::MAX));
+        }
         builder
     }
 
@@ -81,6 +89,9 @@ impl CacheArgs {
         }
         if let Some(pixels) = self.max_image_pixels {
             let _ = write!(flags, " --max-image-pixels {pixels}");
+        }
+        if let Some(pages) = self.quasi_buffer_pages {
+            let _ = write!(flags, " --quasi-buffer-pages {pages}");
         }
         for (flag, on) in [
             (" --direct-io", self.direct_io),
@@ -118,6 +129,8 @@ mod tests {
             "0",
             "--max-image-pixels",
             "1000",
+            "--quasi-buffer-pages",
+            "9",
             "--direct-io",
             "--no-retain-pages",
             "--hold-all-pages",
@@ -128,7 +141,7 @@ mod tests {
         assert_eq!(
             flags,
             " --max-memory 16777216 --reader-threads 3 --prefetch-ahead 0 \
-             --max-image-pixels 1000 --direct-io \
+             --max-image-pixels 1000 --quasi-buffer-pages 9 --direct-io \
              --no-retain-pages --hold-all-pages"
         );
         let again = Cli::parse_from(std::iter::once("ffcv").chain(flags.split_whitespace())).cache;

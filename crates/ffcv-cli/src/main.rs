@@ -8,6 +8,7 @@ mod cache_args;
 mod commands;
 mod error;
 mod numeric_flags;
+mod process_counters;
 mod state_file;
 
 use std::error::Error as StdError;

@@ -250,3 +250,65 @@ fn buffer_pages_overrides_twice_the_batch_size() {
     // With one page in the buffer, each page is read in one contiguous run.
     assert_eq!(runs.len(), 7, "{one_page:?}");
 }
+
+#[test]
+fn with_the_process_cache_the_default_buffer_is_the_loaders_budget_sized_one() {
+    use beton_io::{DatasetWriter, from_fn};
+    use ffcv_cli::synthetic::{Kind, Spec};
+    // 200 x 64 KiB in 2 MiB pages (about 31 a page, 7 pages); batch 8: FFCV's buffer is 16
+    // pages, more than a 12 MiB budget's schedules hold.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.beton");
+    let spec = Spec {
+        shape: vec![64 * 1024],
+        dtype: beton_io::DType::u8(),
+        seed: 3,
+        ..Spec::new(Kind::Ndarray)
+    };
+    DatasetWriter::new(&path, spec.fields().unwrap())
+        .unwrap()
+        .with_page_size(2 << 20)
+        .unwrap()
+        .with_num_workers(1)
+        .write(&from_fn(200, |i| Ok(spec.sample(i))))
+        .unwrap();
+    let file = path_str(&path);
+    let common = [
+        file,
+        "--order",
+        "quasi-random",
+        "--batch-size",
+        "8",
+        "--seed",
+        "4",
+    ];
+    let bench = ffcv([
+        "bench",
+        file,
+        "--order",
+        "quasi-random",
+        "--batch-size",
+        "8",
+        "--seed",
+        "4",
+        "--no-os-cache",
+        "--max-memory",
+        "12MiB",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+    ])
+    .json();
+    let chosen = bench["quasi_buffer_pages"].as_u64().unwrap();
+    assert!(chosen < 16, "{bench}");
+    let sized = order(&[&common[..], &["--no-os-cache", "--max-memory", "12MiB"]].concat());
+    let explicit = order(&[&common[..], &["--quasi-buffer-pages", &chosen.to_string()]].concat());
+    let ffcvs = order(&common);
+    assert_eq!(sized, explicit);
+    assert_ne!(sized, ffcvs);
+    // The OS cache keeps FFCV's buffer whatever the budget.
+    let os = order(&[&common[..], &["--max-memory", "12MiB"]].concat());
+    assert_eq!(os, ffcvs);
+}

@@ -280,7 +280,10 @@ fn produce(
     let bs = shared.batch_size;
     let sizes = slot_sizes(&shared.path, &outputs, bs)?;
     let with_lengths: Vec<bool> = outputs.iter().map(|o| o.kind.has_lengths()).collect();
-    let mut ctx = shared.cache.schedule_epoch(batches)?;
+    let mut ctx = shared
+        .cache
+        .schedule_epoch(batches)
+        .map_err(|e| crate::quasi_buffer::with_budget_fix(shared, e))?;
     let plans: Vec<FieldPlan> = fields
         .iter()
         .map(|f| FieldPlan::of(&shared.reader, f))

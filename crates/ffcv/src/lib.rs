@@ -68,6 +68,7 @@ pub mod gpu;
 pub mod image;
 mod loader;
 mod memory;
+pub mod quasi_buffer;
 mod resume;
 mod slots;
 pub mod transform_spec;

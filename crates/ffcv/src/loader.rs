@@ -103,6 +103,7 @@ pub struct LoaderBuilder {
     to_device: Option<crate::gpu::ToDevice>,
     resume: Option<crate::resume::LoaderState>,
     max_image_pixels: u64,
+    quasi_buffer_pages: Option<usize>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -146,6 +147,7 @@ impl LoaderBuilder {
             to_device: None,
             resume: None,
             max_image_pixels: crate::decode::DEFAULT_MAX_IMAGE_PIXELS,
+            quasi_buffer_pages: None,
         }
     }
 
@@ -330,6 +332,16 @@ impl LoaderBuilder {
         self
     }
 
+    /// QuasiRandom: the buffer of pages the walk draws from (default: FFCV's
+    /// `2 * batch_size` when the process cache's schedules fit its memory budget with it,
+    /// else the largest buffer that fits, with a warning; always FFCV's with the OS
+    /// cache). A smaller buffer keeps fewer pages open and shuffles less (see
+    /// `docs/tuning.md`). A resumed loader takes the state's buffer unless this is set.
+    pub fn quasi_buffer_pages(mut self, pages: usize) -> Self {
+        self.quasi_buffer_pages = Some(pages);
+        self
+    }
+
     /// Every page-cache knob at once.
     pub fn cache_config(mut self, config: CacheConfig) -> Self {
         self.cache = config;
@@ -400,6 +412,9 @@ impl LoaderBuilder {
                     "a custom order decides the samples itself; do not set indices",
                 ));
             }
+        }
+        if self.quasi_buffer_pages == Some(0) {
+            return Err(self.config_error("quasi_buffer_pages must be at least 1"));
         }
         if !self.cache.os_cache && self.cache.reader_threads == 0 {
             return Err(self.config_error("reader_threads must be at least 1"));
@@ -473,7 +488,7 @@ impl LoaderBuilder {
                     Order::Random => OrderKind::Random,
                     _ => OrderKind::QuasiRandom,
                 };
-                let spec = OrderSpec {
+                let mut spec = OrderSpec {
                     seed,
                     distributed,
                     ..OrderSpec::new(kind, batch_size)
@@ -482,6 +497,17 @@ impl LoaderBuilder {
                     let map = reader.page_map();
                     SamplePages::from_fn(num_samples, |s| map.pages_of_sample(s).first().copied())
                 });
+                if let Some(pages) = &pages {
+                    spec.buffer_pages = self.choose_quasi_buffer(
+                        &reader,
+                        pages,
+                        &indices,
+                        seed,
+                        distributed,
+                        batch_size,
+                    )?;
+                    resume.set_buffer_pages(spec.buffer_pages);
+                }
                 Arc::from(spec.build(indices.clone(), pages.as_ref())?)
             }
         };
@@ -542,6 +568,7 @@ impl LoaderBuilder {
             counters: Counters::default(),
             live_producers: Arc::new(AtomicUsize::new(0)),
             resume,
+            prefetch_ahead: self.cache.prefetch_ahead,
         };
         let state = self.resume.clone();
         let mut loader = Loader {
@@ -560,6 +587,68 @@ impl LoaderBuilder {
             loader.pending = start;
         }
         Ok(loader)
+    }
+}
+
+impl LoaderBuilder {
+    /// QuasiRandom's buffer: the one given, else a resumed state's, else FFCV's when the
+    /// process cache's budget holds its schedules (or the OS cache is used), else the
+    /// largest that fits ([`crate::quasi_buffer`]).
+    fn choose_quasi_buffer(
+        &self,
+        reader: &Reader,
+        pages: &SamplePages,
+        indices: &[u64],
+        seed: u64,
+        distributed: Option<Distributed>,
+        batch_size: usize,
+    ) -> Result<usize> {
+        if let Some(given) = self.quasi_buffer_pages {
+            return Ok(given);
+        }
+        if let Some(state) = &self.resume
+            && state.buffer_pages() > 0
+        {
+            return Ok(state.buffer_pages());
+        }
+        let ffcv_pages = traversal::default_buffer_pages(batch_size);
+        if self.cache.os_cache {
+            return Ok(ffcv_pages);
+        }
+        let Some(budget) = self.cache.max_memory.or_else(page_cache::available_memory) else {
+            return Ok(ffcv_pages);
+        };
+        let plan = crate::quasi_buffer::QuasiPlan {
+            reader,
+            pages,
+            indices,
+            seed,
+            distributed,
+            batch_size,
+            drop_last: self.drop_last,
+            prefetch_ahead: self.cache.prefetch_ahead,
+        };
+        let sizing = plan.size_buffer(budget)?;
+        if !sizing.fits {
+            tracing::warn!(
+                path = %self.path.display(),
+                budget,
+                "no QuasiRandom buffer fits the process cache's memory budget of {budget} bytes \
+                 (even 1 page); keeping FFCV's {ffcv_pages} pages: raise max_memory or use the OS cache"
+            );
+        } else if sizing.buffer_pages < ffcv_pages {
+            tracing::warn!(
+                path = %self.path.display(),
+                budget,
+                buffer_pages = sizing.buffer_pages,
+                "QuasiRandom buffer: FFCV's {ffcv_pages} pages (2 x batch_size) would need more \
+                 page slots than the memory budget of {budget} bytes holds; using {} pages \
+                 ({} slots), which fit (set quasi_buffer_pages or max_memory to choose)",
+                sizing.buffer_pages,
+                sizing.slots_needed
+            );
+        }
+        Ok(sizing.buffer_pages)
     }
 }
 
@@ -774,6 +863,8 @@ pub(crate) struct Shared {
     pub(crate) live_producers: Arc<AtomicUsize>,
     /// What a [`crate::LoaderState`] records of this loader.
     pub(crate) resume: crate::resume::ResumeContext,
+    /// The process cache's `prefetch_ahead` (for the memory guard's advice).
+    pub(crate) prefetch_ahead: usize,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -920,6 +1011,13 @@ impl Loader {
     /// Worker threads.
     pub fn num_workers(&self) -> usize {
         self.shared.num_workers
+    }
+
+    /// QuasiRandom's buffer in pages (the knob, or the default chosen at build); `None`
+    /// for other orders.
+    pub fn quasi_buffer_pages(&self) -> Option<usize> {
+        let pages = self.shared.resume.buffer_pages();
+        (pages > 0).then_some(pages)
     }
 
     /// The file's reader.

@@ -261,6 +261,30 @@ impl ResumeContext {
         }
     }
 
+    /// Records the QuasiRandom buffer the loader chose (the default is FFCV's).
+    pub(crate) fn set_buffer_pages(&mut self, pages: usize) {
+        self.buffer_pages = pages;
+    }
+
+    /// The order's name as states record it (`custom` for a user order).
+    pub(crate) fn order_name(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The rank's share, when distributed.
+    pub(crate) fn distributed(&self) -> Option<Distributed> {
+        if self.distributed {
+            Distributed::new(self.world_size, self.rank).ok()
+        } else {
+            None
+        }
+    }
+
+    /// The QuasiRandom buffer recorded in states (0 for other orders).
+    pub(crate) fn buffer_pages(&self) -> usize {
+        self.buffer_pages
+    }
+
     /// Records the fingerprints of the loader's field pipelines.
     pub(crate) fn set_pipelines(&mut self, fields: &[FieldRunner]) {
         self.pipelines = fields

@@ -32,8 +32,7 @@ pub enum Error {
     #[error(
         "{path}: this epoch's page schedule needs {needed} bytes of page slots \
          ({num_slots} slots of {page_size} bytes) but the memory budget is {budget} bytes; \
-         use the QuasiRandom order (its schedules need few slots), raise max_memory, \
-         or use the OS cache (os_cache = true)"
+         {fix}"
     )]
     MemoryBudget {
         /// The dataset file.
@@ -46,6 +45,10 @@ pub enum Error {
         num_slots: usize,
         /// Bytes per slot (the file's page size).
         page_size: u64,
+        /// What would fix it; the cache alone does not know the order, so it says
+        /// [`BudgetFix::Unknown`] and the loader, which does, replaces it
+        /// ([`Error::with_budget_fix`]).
+        fix: BudgetFix,
     },
 
     /// Reading a page from storage failed in a page-reader thread.
@@ -179,4 +182,82 @@ pub enum Error {
         /// The state found, as text.
         state: String,
     },
+}
+
+/// The knob that fixes an [`Error::MemoryBudget`], by the order that made the schedule: a
+/// message never recommends the order already in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetFix {
+    /// The order is not known here.
+    Unknown,
+    /// Random or Sequential (named): their schedules keep pages of the whole window of
+    /// prefetched batches open, QuasiRandom bounds that by its buffer.
+    OtherOrder(&'static str),
+    /// QuasiRandom: its buffer of `buffer_pages` pages decides how many pages are open;
+    /// `fitting` is the largest buffer whose schedules fit the budget, when one does.
+    QuasiRandomBuffer {
+        /// The buffer in use, in pages.
+        buffer_pages: usize,
+        /// The largest buffer that fits the budget, if any.
+        fitting: Option<usize>,
+    },
+}
+
+impl std::fmt::Display for BudgetFix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            BudgetFix::Unknown => f.write_str(
+                "use the QuasiRandom order (its schedules need few slots), raise max_memory, \
+                 or use the OS cache (os_cache = true)",
+            ),
+            BudgetFix::OtherOrder(order) => write!(
+                f,
+                "the {order} order keeps many pages open: use the QuasiRandom order (its \
+                 schedules need few slots), raise max_memory, or use the OS cache (os_cache = true)"
+            ),
+            BudgetFix::QuasiRandomBuffer {
+                buffer_pages,
+                fitting: Some(fitting),
+            } => write!(
+                f,
+                "the QuasiRandom buffer of {buffer_pages} pages keeps too many pages open: \
+                 lower quasi_buffer_pages (--quasi-buffer-pages) to {fitting}, which fits this \
+                 budget, or raise max_memory"
+            ),
+            BudgetFix::QuasiRandomBuffer {
+                buffer_pages,
+                fitting: None,
+            } => write!(
+                f,
+                "even a QuasiRandom buffer of 1 page does not fit (the buffer in use is \
+                 {buffer_pages} pages): raise max_memory, lower batch_size or prefetch_ahead, \
+                 or use the OS cache (os_cache = true)"
+            ),
+        }
+    }
+}
+
+impl Error {
+    /// The same error with `fix` as its advice when it is an [`Error::MemoryBudget`];
+    /// any other error unchanged.
+    pub fn with_budget_fix(self, new_fix: BudgetFix) -> Error {
+        match self {
+            Error::MemoryBudget {
+                path,
+                needed,
+                budget,
+                num_slots,
+                page_size,
+                ..
+            } => Error::MemoryBudget {
+                path,
+                needed,
+                budget,
+                num_slots,
+                page_size,
+                fix: new_fix,
+            },
+            other => other,
+        }
+    }
 }

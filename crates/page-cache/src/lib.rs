@@ -74,7 +74,7 @@ use std::time::Duration;
 use beton_io::Reader;
 
 pub use advice::{Advice, evict_from_os_cache, os_cached_bytes};
-pub use error::{Error, Result};
+pub use error::{BudgetFix, Error, Result};
 pub use memory::{
     CgroupMemory, CgroupVersion, MemoryBound, MemoryFacts, available_memory, cgroup_memory,
     memory_facts,

@@ -35,19 +35,36 @@ pub struct CgroupMemory {
     /// `total_inactive_file`): page cache the kernel reclaims first, counted as available as
     /// `/proc/meminfo`'s `MemAvailable` counts it.
     pub reclaimable: u64,
+    /// The least room of the group's limited ancestors (each one's limit minus its own
+    /// usage net of its inactive file pages): siblings charge an ancestor too, so its room
+    /// can be less than the lowest limit minus this group's usage. `None` when no ancestor
+    /// has a limit.
+    pub ancestors_room: Option<u64>,
 }
 
 impl CgroupMemory {
     /// What the group can still take: limit minus usage, reclaimable page cache counted as
-    /// free. `None` without a limit.
+    /// free, and no more than any limited ancestor's room. `None` without a limit.
     pub fn available(&self) -> Option<u64> {
         let limit = self.limit?;
-        let used = self
-            .usage
-            .unwrap_or(0)
-            .saturating_sub(self.reclaimable.min(self.usage.unwrap_or(0)));
-        Some(limit.saturating_sub(used))
+        let own = limit.saturating_sub(net_usage(self.usage, self.reclaimable));
+        Some(self.ancestors_room.map_or(own, |room| room.min(own)))
     }
+}
+
+/// Usage less the reclaimable page cache.
+fn net_usage(usage: Option<u64>, reclaimable: u64) -> u64 {
+    let usage = usage.unwrap_or(0);
+    usage.saturating_sub(reclaimable.min(usage))
+}
+
+/// The least `limit - net usage` over the strict ancestors of `dir` up to and including
+/// `top` that have a limit (`room_of` gives it per directory).
+fn ancestors_room(dir: &Path, top: &Path, room_of: impl Fn(&Path) -> Option<u64>) -> Option<u64> {
+    if dir == top || !dir.starts_with(top) {
+        return None;
+    }
+    walk_up(dir.parent()?, top, room_of)
 }
 
 /// The machine's memory and, where one applies, the cgroup limit.
@@ -188,11 +205,24 @@ pub fn cgroup_memory(
                 .min()
         });
         let stat = read(&dir.join("memory.stat")).unwrap_or_default();
+        let ancestors_room = ancestors_room(&dir, &top, |d| {
+            let limit = [read(&d.join("memory.max")), read(&d.join("memory.high"))]
+                .into_iter()
+                .flatten()
+                .filter_map(|t| parse_limit(&t))
+                .min()?;
+            // The root of the hierarchy has no usage file: nothing to subtract there.
+            let usage = read(&d.join("memory.current")).and_then(|t| t.trim().parse().ok());
+            let stat = read(&d.join("memory.stat")).unwrap_or_default();
+            let inactive = stat_value(&stat, "inactive_file").unwrap_or(0);
+            Some(limit.saturating_sub(net_usage(usage, inactive)))
+        });
         return Some(CgroupMemory {
             version: CgroupVersion::V2,
             limit,
             usage: read(&dir.join("memory.current")).and_then(|t| t.trim().parse().ok()),
             reclaimable: stat_value(&stat, "inactive_file").unwrap_or(0),
+            ancestors_room,
             dir,
         });
     }
@@ -207,6 +237,17 @@ pub fn cgroup_memory(
             .filter(|&l| l < V1_UNLIMITED)
     });
     let stat = read(&dir.join("memory.stat")).unwrap_or_default();
+    let ancestors_room = ancestors_room(&dir, &mount.point, |d| {
+        let limit = read(&d.join("memory.limit_in_bytes"))
+            .and_then(|t| parse_limit(&t))
+            .filter(|&l| l < V1_UNLIMITED)?;
+        let usage = read(&d.join("memory.usage_in_bytes")).and_then(|t| t.trim().parse().ok());
+        let stat = read(&d.join("memory.stat")).unwrap_or_default();
+        let inactive = stat_value(&stat, "total_inactive_file")
+            .or_else(|| stat_value(&stat, "inactive_file"))
+            .unwrap_or(0);
+        Some(limit.saturating_sub(net_usage(usage, inactive)))
+    });
     Some(CgroupMemory {
         version: CgroupVersion::V1,
         limit,
@@ -214,6 +255,7 @@ pub fn cgroup_memory(
         reclaimable: stat_value(&stat, "total_inactive_file")
             .or_else(|| stat_value(&stat, "inactive_file"))
             .unwrap_or(0),
+        ancestors_room,
         dir,
     })
 }
@@ -406,6 +448,50 @@ mod tests {
         let c = cgroup_memory("0::/a/b/c", V2_MOUNTINFO, read).unwrap();
         assert_eq!(c.limit, Some(4000));
         assert_eq!(c.available(), Some(3990));
+    }
+
+    #[test]
+    fn an_ancestor_charged_by_siblings_has_less_room_than_its_limit_minus_our_usage() {
+        // b's limit binds (4000): c uses 10, but b's children together use 3500 (1000 of
+        // it inactive page cache), so b has 4000 - 2500 = 1500 left, not 3990.
+        let read = files(&[
+            ("/sys/fs/cgroup/a/b/c/memory.max", "max"),
+            ("/sys/fs/cgroup/a/b/c/memory.current", "10"),
+            ("/sys/fs/cgroup/a/b/memory.high", "4000"),
+            ("/sys/fs/cgroup/a/b/memory.current", "3500"),
+            (
+                "/sys/fs/cgroup/a/b/memory.stat",
+                "anon 2500\ninactive_file 1000\n",
+            ),
+            ("/sys/fs/cgroup/a/memory.max", "9000"),
+            ("/sys/fs/cgroup/a/memory.current", "8800"),
+        ]);
+        let c = cgroup_memory("0::/a/b/c", V2_MOUNTINFO, read).unwrap();
+        assert_eq!(c.limit, Some(4000));
+        // a: 9000 - 8800 = 200 is the least room of all.
+        assert_eq!(c.ancestors_room, Some(200));
+        assert_eq!(c.available(), Some(200));
+        // v1 the same way: the parent's usage counts its whole subtree.
+        let read = files(&[
+            (
+                "/sys/fs/cgroup/memory/job/task/memory.limit_in_bytes",
+                "9223372036854771712",
+            ),
+            (
+                "/sys/fs/cgroup/memory/job/task/memory.usage_in_bytes",
+                "100",
+            ),
+            ("/sys/fs/cgroup/memory/job/memory.limit_in_bytes", "1000"),
+            ("/sys/fs/cgroup/memory/job/memory.usage_in_bytes", "900"),
+            (
+                "/sys/fs/cgroup/memory/job/memory.stat",
+                "total_inactive_file 300\n",
+            ),
+        ]);
+        let c = cgroup_memory("4:memory:/job/task", V1_MOUNTINFO, read).unwrap();
+        assert_eq!(c.limit, Some(1000));
+        assert_eq!(c.ancestors_room, Some(400));
+        assert_eq!(c.available(), Some(400));
     }
 
     #[test]

@@ -226,6 +226,7 @@ impl ProcessCache {
                 budget,
                 num_slots: schedule.num_slots,
                 page_size: i.page_size,
+                fix: crate::error::BudgetFix::Unknown,
             });
         }
 

@@ -14,8 +14,15 @@
 //! for batches, from the loader's counter); the GPU stage's copies: `h2d_bytes` and
 //! `h2d_seconds` (device time measured with CUDA events, scaled from the timed batches to
 //! every batch of the epoch; both 0 without a GPU stage); plus the process's
-//! `peak_rss_bytes`. The consumer only touches each batch unless `--touch` asks it to read
-//! every byte.
+//! `peak_rss_bytes`. Whether the run waits on the disk or computes, from the kernel's
+//! counters: `major_faults` (page faults that read from storage, `/proc/self/stat`),
+//! `read_amplification` (`storage_bytes_read` over the stored payload of the epoch's
+//! samples; 1.0 reads each byte once, a warm cache reads 0) and `cpu_utilisation`
+//! (process CPU time over wall time times the CPUs this process may use, 0 to 1; also
+//! `cpu_seconds`). `memory_limit_bytes`, `memory_available_bytes` and `memory_bound`
+//! (`cgroup` or `physical`) are the memory this process may use, its cgroup's limit
+//! included. The consumer only touches each batch unless `--touch` asks it to read every
+//! byte.
 //!
 //! Resuming: `--resume STATE.json` continues a saved loader state (the first epoch run is
 //! the rest of the state's epoch); `--stop-after N --save-state STATE.json` consumes N
@@ -31,6 +38,7 @@ use serde_json::json;
 use super::order::OrderChoice;
 use crate::cache_args::CacheArgs;
 use crate::error::CliError;
+use crate::process_counters::{ProcessCounters, cpu_utilisation, read_amplification};
 
 /// A `FIELD=SPEC` pair of `--decoder`.
 #[derive(Debug, Clone)]
@@ -161,6 +169,8 @@ struct EpochFigures {
     consumer_wait: f64,
     h2d_seconds: f64,
     h2d_bytes: u64,
+    major_faults: u64,
+    cpu_seconds: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -183,14 +193,6 @@ fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1].as_secs_f64() * 1e3
-}
-
-/// `read_bytes` of `/proc/self/io`: bytes this process caused to be read from storage.
-fn proc_read_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/io").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("read_bytes:"))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `VmHWM` of `/proc/self/status`: the peak resident set size.
@@ -224,7 +226,7 @@ fn consume(batch: &ffcv::Batch, touch: bool) -> u64 {
 
 fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Error> {
     let before: LoaderStats = loader.stats();
-    let io_before = proc_read_bytes();
+    let counters_before = ProcessCounters::now();
     let mut latencies = Vec::with_capacity(loader.len());
     let mut sink = 0u64;
     let loader_path = loader.reader().path().to_owned();
@@ -250,11 +252,11 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
     let seconds = start.elapsed().as_secs_f64();
     std::hint::black_box(sink);
     let after = loader.stats();
+    let counted = counters_before.until(&ProcessCounters::now());
     latencies.sort_unstable();
-    let storage_bytes_read = match (io_before, proc_read_bytes()) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => after.storage_bytes_read - before.storage_bytes_read,
-    };
+    let storage_bytes_read = counted
+        .read_bytes
+        .unwrap_or(after.storage_bytes_read - before.storage_bytes_read);
     Ok(EpochFigures {
         seconds,
         samples: after.samples - before.samples,
@@ -270,6 +272,8 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
         consumer_wait: (after.consumer_wait - before.consumer_wait).as_secs_f64(),
         h2d_seconds: h2d_seconds(&before, &after),
         h2d_bytes: after.h2d_bytes - before.h2d_bytes,
+        major_faults: counted.major_faults.unwrap_or(0),
+        cpu_seconds: counted.cpu_seconds.unwrap_or(0.0),
     })
 }
 
@@ -384,6 +388,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     let m = |f: fn(&EpochFigures) -> f64| median(epochs.iter().map(f).collect());
     let samples_per_sec = m(|e| e.samples as f64 / e.seconds.max(1e-12));
     let bytes_per_sec = m(|e| e.payload_bytes as f64 / e.seconds.max(1e-12));
+    // The memory this process may use, its cgroup's limit included (read after the run:
+    // `available` then says what the epochs left).
+    let memory = ffcv::page_cache::memory_facts();
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let amplification =
+        m(|e| read_amplification(e.storage_bytes_read, e.payload_bytes).unwrap_or(0.0));
+    let utilisation = median(
+        epochs
+            .iter()
+            .map(|e| cpu_utilisation(e.cpu_seconds, e.seconds, cpus).unwrap_or(0.0))
+            .collect(),
+    );
     let report = json!({
         "file": args.file.display().to_string(),
         "batch_size": args.batch_size,
@@ -410,6 +426,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         "consumer_wait_seconds": m(|e| e.consumer_wait),
         "h2d_seconds": m(|e| e.h2d_seconds),
         "h2d_bytes": m(|e| e.h2d_bytes as f64) as u64,
+        "quasi_buffer_pages": loader.quasi_buffer_pages(),
+        "memory_limit_bytes": memory.as_ref().map(ffcv::page_cache::MemoryFacts::limit),
+        "memory_available_bytes": memory.as_ref().map(ffcv::page_cache::MemoryFacts::available),
+        "memory_bound": memory.as_ref().map(|f| match f.bound() {
+            ffcv::page_cache::MemoryBound::Cgroup => "cgroup",
+            ffcv::page_cache::MemoryBound::Physical => "physical",
+        }),
+        "major_faults": m(|e| e.major_faults as f64) as u64,
+        "read_amplification": amplification,
+        "cpu_seconds": m(|e| e.cpu_seconds),
+        "cpu_utilisation": utilisation,
+        "cpus": cpus,
     });
     if args.json {
         println!("{report}");
@@ -462,6 +490,25 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             "  storage read     {} bytes per epoch; peak RSS {} bytes; seed {}",
             r["storage_bytes_read"], r["peak_rss_bytes"], r["seed"]
         );
+        println!(
+            "  disk vs CPU      read amplification {:.2}, {} major faults, CPU utilisation {:.0}% of {} CPUs ({:.2} s)",
+            amplification,
+            r["major_faults"],
+            100.0 * utilisation,
+            cpus,
+            r["cpu_seconds"].as_f64().unwrap_or(0.0)
+        );
+        if let (Some(limit), Some(bound)) =
+            (r["memory_limit_bytes"].as_u64(), r["memory_bound"].as_str())
+        {
+            println!(
+                "  memory           limit {limit} bytes ({bound} binds), {} bytes available",
+                r["memory_available_bytes"]
+            );
+        }
+        if let Some(pages) = loader.quasi_buffer_pages() {
+            println!("  quasi-random     buffer of {pages} pages");
+        }
     }
     Ok(())
 }

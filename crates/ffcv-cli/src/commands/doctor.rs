@@ -11,7 +11,7 @@
 //!    `batches_ahead`, cache and order for storage; `batches_ahead` for the GPU link), with
 //!    seed, batch size and pipeline fixed: rounds of the best configuration so far and the
 //!    candidate alternate, and a change is kept only when its median gain exceeds the spread
-//!    the trial measured ([`diagnose::tune`]).
+//!    the trial measured ([`tune::tune`]).
 //! 5. The diagnosis of the best configuration, with the figures as evidence, and the
 //!    recommended `ffcv bench` flags; when no configuration could be measured, nothing is
 //!    recommended.
@@ -23,14 +23,11 @@
 //! `--time-budget SECONDS` (default 60) bounds steps 3 and 4: the runs share it and each
 //! stops at its slice, whatever the file's size. `--no-measure` stops after step 2.
 
-#[path = "../doctor/diagnose.rs"]
 pub mod diagnose;
-#[path = "../doctor/facts.rs"]
 pub mod facts;
-#[path = "../doctor/measure.rs"]
 pub mod measure;
-#[path = "../doctor/rules.rs"]
 pub mod rules;
+pub mod tune;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -40,9 +37,10 @@ use std::time::{Duration, Instant};
 use beton_io::{FieldType, Reader};
 use serde_json::{Value, json};
 
-use self::diagnose::{Candidates, Knobs, MemoryContext, Tuning};
+use self::diagnose::MemoryContext;
 use self::facts::MachineFacts;
 use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
+use self::tune::{Candidates, Knobs, Tuning};
 use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
 use crate::error::CliError;
@@ -251,6 +249,103 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
     })
 }
 
+/// The process cache's share of the memory it may use when the doctor picks the budget:
+/// the rest is left to the batches, the pipelines and the OS.
+pub const PROCESS_CACHE_SHARE_NUM: u64 = 1;
+/// Denominator of that share (1/2).
+pub const PROCESS_CACHE_SHARE_DEN: u64 = 2;
+
+/// For a start from the process cache with QuasiRandom: a memory budget (the user's
+/// `--max-memory`, else half the memory the process may use) and the largest QuasiRandom
+/// buffer up to FFCV's whose page schedules fit it (the user's `--quasi-buffer-pages` if
+/// given), recorded in `start` and as rules that fired.
+fn size_process_cache(
+    args: &DoctorArgs,
+    reader: &Reader,
+    situation: &Situation,
+    recommendation: &mut Recommendation,
+    start: &mut Knobs,
+) {
+    if start.os_cache || start.order != OrderChoice::QuasiRandom {
+        return;
+    }
+    let budget = match (args.cache.max_memory, situation.memory) {
+        (Some(given), _) => given,
+        (None, Some(memory)) => {
+            let budget = memory.available / PROCESS_CACHE_SHARE_DEN * PROCESS_CACHE_SHARE_NUM;
+            recommendation.fired.push(rules::Fired {
+                id: "process-cache-budget",
+                because: format!(
+                    "the process cache gets half of the memory this process may use ({} of {}), leaving the rest to batches, pipelines and the OS: --max-memory {budget}",
+                    human_bytes(budget),
+                    human_bytes(memory.available)
+                ),
+            });
+            start.max_memory = Some(budget);
+            budget
+        }
+        (None, None) => return,
+    };
+    if args.cache.quasi_buffer_pages.is_some() {
+        return;
+    }
+    let map = reader.page_map();
+    let pages = traversal::SamplePages::from_fn(reader.num_samples(), |s| {
+        map.pages_of_sample(s).first().copied()
+    });
+    let indices: Vec<u64> = (0..reader.num_samples()).collect();
+    let distributed = if args.world_size > 1 {
+        traversal::Distributed::new(args.world_size as usize, args.rank as usize).ok()
+    } else {
+        None
+    };
+    let plan = ffcv::quasi_buffer::QuasiPlan {
+        reader,
+        pages: &pages,
+        indices: &indices,
+        seed: recommendation.seed.or(args.seed).unwrap_or(0),
+        distributed,
+        batch_size: args.batch_size,
+        drop_last: !args.no_drop_last,
+        prefetch_ahead: args.cache.prefetch_ahead.map_or(3, |p| p as usize),
+    };
+    let Ok(sizing) = plan.size_buffer(budget) else {
+        return;
+    };
+    let page = reader.page_size();
+    recommendation.fired.push(rules::Fired {
+        id: "quasi-buffer-fits",
+        because: if !sizing.fits {
+            format!(
+                "no QuasiRandom buffer fits the process cache's {} (even 1 page of {}): raise --max-memory or lower --batch-size",
+                human_bytes(budget),
+                human_bytes(page)
+            )
+        } else if sizing.buffer_pages == sizing.ffcv_pages {
+            format!(
+                "QuasiRandom keeps FFCV's buffer of {} pages (2 x batch size): its page schedules need {} slots of {}, within the process cache's {}",
+                sizing.buffer_pages,
+                sizing.slots_needed,
+                human_bytes(page),
+                human_bytes(budget)
+            )
+        } else {
+            format!(
+                "QuasiRandom buffer of {} pages instead of FFCV's {} (2 x batch size), the largest whose page schedules fit the process cache's {} ({} slots of {}): --quasi-buffer-pages {}",
+                sizing.buffer_pages,
+                sizing.ffcv_pages,
+                human_bytes(budget),
+                sizing.slots_needed,
+                human_bytes(page),
+                sizing.buffer_pages
+            )
+        },
+    });
+    if sizing.fits {
+        start.quasi_buffer_pages = Some(sizing.buffer_pages);
+    }
+}
+
 /// The knobs the measurement starts from: the rules' choice, overridden by the knobs the
 /// user gave explicitly.
 pub fn starting_knobs(args: &DoctorArgs, recommendation: &Recommendation, cpus: usize) -> Knobs {
@@ -263,13 +358,16 @@ pub fn starting_knobs(args: &DoctorArgs, recommendation: &Recommendation, cpus: 
             None => recommendation.num_workers,
         },
         batches_ahead: args.batches_ahead.unwrap_or(3),
+        max_memory: None,
+        quasi_buffer_pages: None,
     }
 }
 
 /// The values the search may try from `start`: worker counts 1, the rules' and all CPUs;
-/// queue depths 1, 3 and 6; the OS cache when the file fits memory and the run started from
-/// the process cache (never the other way: a file that fits is best kept once in the page
-/// cache, shared by every process, which a short run in one process cannot show); the other
+/// queue depths 1, 3 and 6; the OS cache when the run started from the process cache (the
+/// file larger than memory: the A/B shows what the process cache gains over the OS cache
+/// as it is used today; never the other way: a file that fits is best kept once in the
+/// page cache, shared by every process, which a short run in one process cannot show); the other
 /// shuffling order only when neither a repeatable nor an exactly uniform order is required
 /// and the file fits memory (larger than memory, the rules' order is what keeps the working
 /// set small, which a short run cannot show either).
@@ -301,7 +399,7 @@ pub fn candidates(
     Candidates {
         num_workers,
         batches_ahead,
-        try_other_cache: fits && !start.os_cache,
+        try_other_cache: !start.os_cache,
         orders,
     }
 }
@@ -353,8 +451,9 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         requested_order: args.order,
         seed: args.seed,
     };
-    let recommendation = rules::recommend(&situation);
-    let start = starting_knobs(args, &recommendation, machine.affinity_cpus);
+    let mut recommendation = rules::recommend(&situation);
+    let mut start = starting_knobs(args, &recommendation, machine.affinity_cpus);
+    size_process_cache(args, &reader, &situation, &mut recommendation, &mut start);
     let memory = MemoryContext {
         limit_bytes: rules::memory_limit(&situation),
         file_larger_than_limit: recommendation.larger_than_memory,
@@ -366,7 +465,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         None
     } else {
         let candidates = candidates(&start, &recommendation, machine.affinity_cpus, needs);
-        let planned = diagnose::planned_runs(&candidates);
+        let planned = tune::planned_runs(&candidates);
         let slice = budget / u32::try_from(planned).unwrap_or(u32::MAX);
         let started = Instant::now();
         // A run may start while at least half a slice is left, so the total stays near the
@@ -380,7 +479,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             measure::measure(args, knobs, seed, slice)
         };
         let classify = |m: &diagnose::Measurement| diagnose::diagnose(m, &memory).resource;
-        Some(diagnose::tune(
+        Some(tune::tune(
             start,
             &candidates,
             &classify,
@@ -526,9 +625,9 @@ impl Report<'_> {
             "rules": self.recommendation.to_json(),
             "start": self.start.to_json(),
             "time_budget_seconds": self.args.time_budget,
-            "trials": self.tuning.map(|t| t.trials.iter().map(diagnose::Trial::to_json).collect::<Vec<_>>()),
-            "untried": self.tuning.map(|t| t.untried.iter().map(diagnose::Untried::to_json).collect::<Vec<_>>()),
-            "skipped_trials": self.tuning.map(diagnose::Tuning::skipped),
+            "trials": self.tuning.map(|t| t.trials.iter().map(tune::Trial::to_json).collect::<Vec<_>>()),
+            "untried": self.tuning.map(|t| t.untried.iter().map(tune::Untried::to_json).collect::<Vec<_>>()),
+            "skipped_trials": self.tuning.map(tune::Tuning::skipped),
             "tuned_for": self.tuning.and_then(|t| t.resource).map(diagnose::Resource::name),
             "diagnosis": self.diagnosis.map(diagnose::Diagnosis::to_json),
             "recommended": self.recommended().map(Knobs::to_json),
@@ -625,7 +724,7 @@ impl Report<'_> {
                  best so far (A) and the change (B); a change is kept only when B's median \
                  beats A's by more than the trial's spread, the larger max - min of either side)",
                 self.args.time_budget,
-                diagnose::ROUNDS
+                tune::ROUNDS
             );
             for trial in &tuning.trials {
                 let _ = writeln!(t, "{}", trial_line(trial));
@@ -665,11 +764,21 @@ impl Report<'_> {
             (Some(knobs), Some(command)) => {
                 let _ = writeln!(
                     t,
-                    "\nrecommended settings\n  os_cache={} order={} num_workers={} batches_ahead={}{}\n  {}",
+                    "\nrecommended settings\n  os_cache={} order={} num_workers={} batches_ahead={}{}{}{}\n  {}",
                     knobs.os_cache,
                     order_name(knobs.order),
                     knobs.num_workers,
                     knobs.batches_ahead,
+                    knobs
+                        .max_memory
+                        .or(self.args.cache.max_memory)
+                        .filter(|_| !knobs.os_cache)
+                        .map_or_else(String::new, |b| format!(" max_memory={b}")),
+                    knobs
+                        .quasi_buffer_pages
+                        .or(self.args.cache.quasi_buffer_pages.map(|p| p as usize))
+                        .filter(|_| knobs.order == OrderChoice::QuasiRandom)
+                        .map_or_else(String::new, |p| format!(" quasi_buffer_pages={p}")),
                     self.recommendation
                         .seed
                         .or(self.args.seed)
@@ -690,7 +799,7 @@ impl Report<'_> {
 
 /// One trial of the search as a report line: the baseline's rate, or an A/B trial's medians,
 /// rounds, gain, spread and verdict.
-fn trial_line(trial: &diagnose::Trial) -> String {
+fn trial_line(trial: &tune::Trial) -> String {
     let rates = |rates: &[f64]| {
         rates
             .iter()
@@ -727,7 +836,7 @@ fn trial_line(trial: &diagnose::Trial) -> String {
                 "kept".to_owned()
             } else if let Some(e) = error {
                 format!("not kept: failed: {e}")
-            } else if v.rounds < diagnose::MIN_ROUNDS {
+            } else if v.rounds < tune::MIN_ROUNDS {
                 format!(
                     "not kept: {} round(s), too few to know the spread",
                     v.rounds
@@ -783,7 +892,9 @@ mod tests {
                 os_cache: true,
                 order: OrderChoice::Random,
                 num_workers: 2,
-                batches_ahead: 3
+                batches_ahead: 3,
+                max_memory: None,
+                quasi_buffer_pages: None,
             }
         );
         let given = args(&[
@@ -802,17 +913,19 @@ mod tests {
                 os_cache: false,
                 order: OrderChoice::Sequential,
                 num_workers: 4,
-                batches_ahead: 5
+                batches_ahead: 5,
+                max_memory: None,
+                quasi_buffer_pages: None,
             }
         );
     }
 
     #[test]
-    fn the_search_never_tries_the_os_cache_or_another_order_for_a_file_larger_than_memory() {
+    fn a_file_larger_than_memory_is_measured_against_the_os_cache_but_no_other_order() {
         let r = recommendation(false, true);
         let start = starting_knobs(&args(&[]), &r, 4);
         let c = candidates(&start, &r, 4, Needs::default());
-        assert!(!c.try_other_cache);
+        assert!(c.try_other_cache);
         assert!(c.orders.is_empty());
         assert_eq!(c.num_workers, [1, 4]);
         assert_eq!(c.batches_ahead, [1, 6]);

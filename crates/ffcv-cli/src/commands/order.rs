@@ -5,8 +5,11 @@
 //! - `random`: NumPy's `default_rng(seed + epoch).permutation(indices)`; with
 //!   `--world-size`/`--rank`, PyTorch's `DistributedSampler(shuffle=True)` positions
 //!   (`torch.randperm` seeded with `seed + epoch`) mapped through the indices, as FFCV.
-//! - `quasi-random`: the page-aware order with a buffer of `--buffer-pages` pages
-//!   (default `2 x --batch-size`, as FFCV); distributed too (FFCV refuses that).
+//! - `quasi-random`: the page-aware order with a buffer of `--quasi-buffer-pages` pages
+//!   (alias `--buffer-pages`; default `2 x --batch-size`, as FFCV; with `--no-os-cache`,
+//!   the loader's default: FFCV's buffer when the process cache's schedules fit the
+//!   memory budget, `--max-memory` or the available memory, else the largest that fits);
+//!   distributed too (FFCV refuses that).
 //!
 //! `--resume STATE.json` prints what this rank (`--world-size`/`--rank`, one process
 //! without them) still has to yield in the state's epoch, exactly as a loader resumed
@@ -17,7 +20,7 @@
 //! (`[3, 1, 4]`) or plain text with sample ids separated by whitespace, usually one per
 //! line. Ids may repeat (each occurrence is visited), and must be below the number of
 //! samples. The cache flags are accepted for symmetry with `ffcv bench`; the order
-//! does not depend on the cache.
+//! depends on the cache only through quasi-random's default buffer.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -71,9 +74,17 @@ pub struct OrderArgs {
     #[arg(long, value_parser = crate::numeric_flags::batch_size::<u64>())]
     pub batch_size: Option<u64>,
 
-    /// Quasi-random's buffer in pages (overrides 2 x --batch-size).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Quasi-random's buffer in pages (overrides the default: 2 x --batch-size, or with
+    /// --no-os-cache the largest buffer up to that whose schedules fit the memory budget).
+    #[arg(long = "quasi-buffer-pages", visible_alias = "buffer-pages",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub buffer_pages: Option<u64>,
+
+    /// With --no-os-cache: the process cache's memory budget quasi-random's default
+    /// buffer is sized to, as the loader's `max_memory` (default: the memory this process
+    /// may still take, its cgroup's limit included).
+    #[arg(long, value_name = "SIZE", value_parser = crate::byte_size::parse_byte_size)]
+    pub max_memory: Option<u64>,
 
     /// Read through the OS page cache (the default; no effect on the order).
     #[arg(long, overrides_with = "no_os_cache")]
@@ -197,6 +208,42 @@ pub fn parse_indices(path: &Path, text: &str) -> Result<Vec<u64>, OrderError> {
     Ok(indices)
 }
 
+/// Quasi-random's buffer as a process-cache loader would choose it by default (FFCV's
+/// `prefetch_ahead` of 3, `drop_last`).
+fn sized_buffer(
+    args: &OrderArgs,
+    reader: &beton_io::Reader,
+    indices: &[u64],
+    seed: u64,
+    distributed: Option<Distributed>,
+    batch_size: usize,
+) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+    let Some(budget) = args.max_memory.or_else(ffcv::page_cache::available_memory) else {
+        return Ok(default_buffer_pages(batch_size));
+    };
+    let map = reader.page_map();
+    let pages = SamplePages::from_fn(reader.num_samples(), |sample| {
+        map.pages_of_sample(sample).first().copied()
+    });
+    let plan = ffcv::quasi_buffer::QuasiPlan {
+        reader,
+        pages: &pages,
+        indices,
+        seed,
+        distributed,
+        batch_size,
+        drop_last: true,
+        prefetch_ahead: 3,
+    };
+    let sizing = plan
+        .size_buffer(budget)
+        .map_err(|source| OrderError::Order {
+            file: args.file.clone(),
+            source,
+        })?;
+    Ok(sizing.buffer_pages)
+}
+
 /// Computes the order `args` describe (the sample ids of the epoch on this rank).
 pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
     let reader = beton_io::Reader::open(&args.file).map_err(CliError::from)?;
@@ -261,6 +308,9 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         (Some(pages), _) => to_usize("buffer-pages", pages)?,
         (None, Some(state)) if kind == OrderKind::QuasiRandom && state.buffer_pages() > 0 => {
             state.buffer_pages()
+        }
+        _ if kind == OrderKind::QuasiRandom && args.no_os_cache => {
+            sized_buffer(args, &reader, &indices, seed, distributed, batch_size)?
         }
         _ => default_buffer_pages(batch_size),
     };

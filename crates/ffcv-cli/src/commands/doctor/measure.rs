@@ -11,7 +11,9 @@ use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
 use super::DoctorArgs;
-use super::diagnose::{Knobs, Measurement, RunError};
+use super::diagnose::Measurement;
+use super::tune::{Knobs, RunError};
+use crate::process_counters::ProcessCounters;
 
 /// Builds the loader `args` and `knobs` describe.
 pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, RunError> {
@@ -26,6 +28,12 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
         .recompile(args.recompile)
         .compile(!args.no_compile);
     builder = args.cache.apply(builder);
+    if let Some(bytes) = knobs.max_memory {
+        builder = builder.max_memory(bytes);
+    }
+    if let Some(pages) = knobs.quasi_buffer_pages {
+        builder = builder.quasi_buffer_pages(pages);
+    }
     if args.device != ffcv::gpu::DeviceSpec::Cpu {
         builder = builder.device(args.device);
     }
@@ -66,15 +74,12 @@ pub fn measure(
     take_batches(&mut loader, warm_up)?;
 
     let before = loader.stats();
-    let cpu_before = process_cpu_seconds();
+    let counters_before = ProcessCounters::now();
     let started = Instant::now();
     let taken = take_batches(&mut loader, slice - warm_up)?;
     let wall = started.elapsed().as_secs_f64();
     let after = loader.stats();
-    let cpu = match (cpu_before, process_cpu_seconds()) {
-        (Some(a), Some(b)) => Some(b - a),
-        _ => None,
-    };
+    let counted = counters_before.until(&ProcessCounters::now());
     Ok(Measurement {
         samples_per_sec: taken.samples as f64 / wall.max(f64::MIN_POSITIVE),
         wall_seconds: wall,
@@ -88,9 +93,13 @@ pub fn measure(
         gpu_stage: args.device != ffcv::gpu::DeviceSpec::Cpu,
         peak_rss_bytes: peak_rss_bytes(),
         workers: loader.num_workers(),
-        cpu_seconds: cpu,
+        cpu_seconds: counted.cpu_seconds,
         storage_bytes_read: after.storage_bytes_read - before.storage_bytes_read,
         memory_guard_fired: false,
+        read_bytes: counted.read_bytes,
+        major_faults: counted.major_faults,
+        payload_bytes: after.payload_bytes - before.payload_bytes,
+        cpus: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
     })
 }
 
@@ -144,35 +153,4 @@ fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
-}
-
-/// User + system CPU seconds of this process from `/proc/self/stat` (fields 14 and 15, in
-/// clock ticks; the kernel reports them in USER_HZ = 100 on Linux).
-fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    parse_cpu_ticks(&stat).map(|ticks| ticks as f64 / 100.0)
-}
-
-/// `utime + stime` from the text of `/proc/PID/stat`. The command name (field 2) may hold
-/// spaces and parentheses, so fields are counted after its last `)`.
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    // After the name: state is field 3, so utime (14) and stime (15) are the 12th and 13th.
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_cpu_ticks;
-
-    #[test]
-    fn cpu_ticks_are_read_after_the_command_name() {
-        let stat = "4242 (ffcv (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 37 0 0 20 0 3 0";
-        assert_eq!(parse_cpu_ticks(stat), Some(287));
-        assert_eq!(parse_cpu_ticks("no parenthesis"), None);
-        assert_eq!(parse_cpu_ticks("1 (x) S 1 2"), None);
-    }
 }

@@ -369,6 +369,7 @@ mod tests {
                 limit,
                 usage: Some(1 << 30),
                 reclaimable: 0,
+                ancestors_room: None,
             }),
         };
         let limited = Memory::from_facts(&facts(Some(2 << 30)));
