@@ -273,10 +273,8 @@ pub fn groups(label: &str) -> Vec<Vec<Config>> {
                 ..base
             },
         ] {
-            groups.push(vec![
-                config.with(PipelineName::CifarTrain { compile: true }),
-                config.with(PipelineName::CifarTrain { compile: false }),
-            ]);
+            let jit = PipelineName::CifarTrain { compile: true };
+            groups.push(vec![config.with(jit), config.with(jit.interpreted())]);
         }
     } else if label == JPEG_LABEL {
         for workers in [Some(1), None] {
@@ -296,10 +294,8 @@ pub fn groups(label: &str) -> Vec<Vec<Config>> {
         }
         for workers in [Some(1), None] {
             let config = Config { workers, ..base };
-            groups.push(vec![
-                config.with(PipelineName::ImagenetF32 { compile: true }),
-                config.with(PipelineName::ImagenetF32 { compile: false }),
-            ]);
+            let jit = PipelineName::ImagenetF32 { compile: true };
+            groups.push(vec![config.with(jit), config.with(jit.interpreted())]);
         }
     } else {
         for os_cache in [true, false] {

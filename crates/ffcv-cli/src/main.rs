@@ -8,6 +8,7 @@ mod cache_args;
 mod commands;
 mod error;
 mod numeric_flags;
+mod pipeline_args;
 mod process_counters;
 mod state_file;
 

@@ -246,3 +246,61 @@ fn usage_errors_exit_2() {
     let missing = ffcv(["bench", "/nonexistent/file.beton"]);
     missing.assert_runtime_error("/nonexistent/file.beton");
 }
+
+#[test]
+fn transforms_run_on_the_named_field_after_its_decoder() {
+    let file = fixture("images_raw");
+    let f = file.to_str().unwrap();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", f, "--batch-size", "8", "--epochs", "1", "--json"];
+        args.extend_from_slice(extra);
+        ffcv(&args)
+    };
+    // FFCV's ImageNet chain on the images, the label squeezed: it runs.
+    let ok = bench(&[
+        "--transform",
+        "image=flip,normalize:imagenet:f32,chw",
+        "--transform",
+        "label=squeeze",
+    ]);
+    assert_eq!(ok.json()["samples_per_epoch"], 48);
+    // The ops reach the pipeline of the field named: an image op on the int field fails
+    // when the loader is built, naming the field and the op.
+    let wrong_field = bench(&["--transform", "index=normalize:imagenet"]);
+    wrong_field.assert_runtime_error("field \"index\": pipeline: operation 1 (NormalizeImage)");
+    // After a chosen decoder too: a crop to 16x16 then CHW.
+    let cropped = bench(&[
+        "--decoder",
+        "image=center-crop:16x16",
+        "--transform",
+        "image=chw,convert:f32",
+    ]);
+    assert_eq!(cropped.json()["samples_per_epoch"], 48);
+}
+
+#[test]
+fn bad_transforms_are_usage_errors() {
+    let file = fixture("images_raw");
+    let f = file.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--transform", "image=blur"], "unknown op \"blur\""),
+        (vec!["--transform", "image"], "not FIELD=OP"),
+        (vec!["--transform", "image=flip:3"], "not in [0, 1]"),
+        (
+            vec!["--transform", "image=normalize:imagenet:u8"],
+            "not f32 or f64",
+        ),
+        (vec!["--transform", "nosuch=flip"], "does not have"),
+        (
+            vec!["--decoder", "image=none", "--transform", "image=flip"],
+            "disabled",
+        ),
+    ] {
+        let mut all = vec!["bench", f, "--epochs", "1"];
+        all.extend(args.iter().copied());
+        let run = ffcv(&all);
+        assert_eq!(run.code, Some(2), "{all:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{all:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+}

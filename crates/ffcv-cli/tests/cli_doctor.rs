@@ -596,3 +596,47 @@ fn a_jpeg_dataset_with_an_expensive_pipeline_names_the_cpu() {
             .ends_with("--decoder image=random-resized-crop:64x64")
     );
 }
+
+#[test]
+fn transforms_are_measured_reported_and_kept_in_the_recommended_command() {
+    let path = support::fixture("images_raw");
+    let f = path.to_str().unwrap();
+    let report = doctor_json(&[
+        "doctor",
+        f,
+        "--batch-size",
+        "8",
+        "--time-budget",
+        "2",
+        "--transform",
+        "image=flip,normalize:imagenet:f32,chw",
+        "--json",
+    ]);
+    let pipeline = report["facts"]["pipeline"][0].as_str().unwrap();
+    assert!(
+        pipeline.starts_with("image (RGBImageField): simple -> RandomHorizontalFlip"),
+        "{pipeline}"
+    );
+    assert!(pipeline.contains("NormalizeImage"), "{pipeline}");
+    let baseline = &trials(&report)[0];
+    assert_eq!(baseline["error"], Value::Null, "{baseline}");
+    assert!(
+        report["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("--transform image=flip,normalize:imagenet:f32,chw"),
+        "{}",
+        report["command"]
+    );
+    // Bad op strings and unknown fields are usage errors before anything is measured.
+    for (args, needle) in [
+        (vec!["--transform", "image=blur"], "unknown op"),
+        (vec!["--transform", "nosuch=flip"], "enabled field"),
+    ] {
+        let mut all = vec!["doctor", f, "--no-measure"];
+        all.extend(args.iter().copied());
+        let run = ffcv(&all);
+        assert_eq!(run.code, Some(2), "{all:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{all:?}: {}", run.stderr);
+    }
+}

@@ -1,5 +1,5 @@
-//! `ffcv bench FILE [loader knobs] [--decoder FIELD=SPEC] [--epochs N] [--warmup N] [--json]
-//! [--touch]`: a bounded measurement of the loader.
+//! `ffcv bench FILE [loader knobs] [--decoder FIELD=SPEC] [--transform FIELD=OPS]
+//! [--epochs N] [--warmup N] [--json] [--touch]`: a bounded measurement of the loader.
 //!
 //! Builds the loader, runs `--warmup` epochs, then `--epochs` timed epochs, and reports the
 //! median over the timed epochs of: `samples_per_sec`, `bytes_per_sec` (stored payload of
@@ -115,6 +115,15 @@ pub struct BenchArgs {
     /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable).
     #[arg(long, value_parser = parse_decoder)]
     pub decoder: Vec<DecoderArg>,
+
+    /// A field's transforms after its decoder: FIELD=OP[,OP…] with OP one of flip[:P],
+    /// normalize:imagenet[:DTYPE], normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE,
+    /// cutout:SIZE, translate:PAD, squeeze (repeatable; e.g. FFCV's ImageNet training chain
+    /// `--decoder image=random-resized-crop:224x224 --transform
+    /// image=flip,normalize:imagenet:f32,chw`).
+    #[arg(long, value_name = "FIELD=OP[,OP…]",
+          value_parser = crate::pipeline_args::parse_transform)]
+    pub transform: Vec<crate::pipeline_args::TransformArg>,
 
     /// Timed epochs.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
@@ -312,8 +321,22 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
     if let (Some(w), Some(r)) = (args.world_size, args.rank) {
         b = b.distributed(true).world_size(w as usize).rank(r as usize);
     }
-    for d in &args.decoder {
-        b = b.decoder(d.field.clone(), d.choice.clone());
+    if args.transform.is_empty() {
+        for d in &args.decoder {
+            b = b.decoder(d.field.clone(), d.choice.clone());
+        }
+    } else {
+        // The default decoder of a transformed field depends on its type: read the file once
+        // here and hand the same reader to the loader.
+        let reader = std::sync::Arc::new(beton_io::Reader::open(&args.file)?);
+        let decoders: Vec<(String, DecoderChoice)> = args
+            .decoder
+            .iter()
+            .map(|d| (d.field.clone(), d.choice.clone()))
+            .collect();
+        b = crate::pipeline_args::apply(b, &reader, &decoders, &args.transform)
+            .map_err(CliError::Usage)?
+            .reader(reader);
     }
     if let Some(path) = &args.resume {
         b = b.resume(crate::state_file::read(path)?);

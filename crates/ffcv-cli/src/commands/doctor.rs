@@ -108,6 +108,14 @@ pub struct DoctorArgs {
     #[arg(long = "decoder", value_name = "FIELD=SPEC")]
     pub decoders: Vec<String>,
 
+    /// A field's transforms after its decoder, as `ffcv bench` takes them: FIELD=OP[,OP…]
+    /// with OP one of flip[:P], normalize:imagenet[:DTYPE], normalize:M1,M2,M3/S1,S2,S3[:DTYPE],
+    /// chw, convert:DTYPE, cutout:SIZE, translate:PAD, squeeze (repeatable). The doctor
+    /// measures and tunes the loader with them, as the training job would run it.
+    #[arg(long = "transform", value_name = "FIELD=OP[,OP…]",
+          value_parser = crate::pipeline_args::parse_transform)]
+    pub transforms: Vec<crate::pipeline_args::TransformArg>,
+
     /// Where batches go: `cpu`, or `cuda:N` to stage every batch on that GPU through the
     /// loader's GPU stage.
     #[arg(long, default_value = "cpu")]
@@ -183,7 +191,11 @@ fn varying_image_size(reader: &Reader, index: usize) -> Result<Option<[SizedSamp
     Ok(None)
 }
 
-fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliError> {
+fn file_facts(
+    reader: &Reader,
+    decoders: &[String],
+    transforms: &[crate::pipeline_args::TransformArg],
+) -> Result<FileFacts, CliError> {
     let mut pipeline = Vec::new();
     let mut has_jpeg = false;
     let mut fallbacks = Vec::new();
@@ -212,8 +224,13 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
             fallbacks.push((format!("{}={TRAINING_DECODER}", field.name), because));
             chosen = Some(TRAINING_DECODER.to_owned());
         }
+        let then: String = transforms
+            .iter()
+            .filter(|t| t.field == field.name)
+            .map(|t| format!(" -> {}", t.describe()))
+            .collect();
         pipeline.push(format!(
-            "{} ({}): {}{note}",
+            "{} ({}): {}{then}{note}",
             field.name,
             field.field_type.type_name(),
             chosen.as_deref().unwrap_or(default)
@@ -235,6 +252,20 @@ fn file_facts(reader: &Reader, decoders: &[String]) -> Result<FileFacts, CliErro
         if !known {
             return Err(CliError::Usage(format!(
                 "--decoder `{spec}`: expected FIELD=SPEC with a field of {} and a known decoder",
+                reader.path().display()
+            )));
+        }
+    }
+    for t in transforms {
+        let disabled = decoders
+            .iter()
+            .rev()
+            .find_map(|spec| spec.split_once('=').filter(|(name, _)| *name == t.field))
+            .is_some_and(|(_, decoder)| decoder == "none");
+        if reader.field_index(&t.field).is_none() || disabled {
+            return Err(CliError::Usage(format!(
+                "--transform `{}`: expected FIELD=OPS with an enabled field of {}",
+                t.text,
                 reader.path().display()
             )));
         }
@@ -428,7 +459,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         )));
     }
     let reader = Reader::open(&args.file)?;
-    let file = file_facts(&reader, &args.decoders)?;
+    let file = file_facts(&reader, &args.decoders, &args.transforms)?;
     // The decoders measured and recommended: the user's, and the doctor's fallbacks.
     let mut effective = args.clone();
     effective
@@ -595,6 +626,9 @@ impl Report<'_> {
         }
         for decoder in &self.args.decoders {
             let _ = write!(command, " --decoder {decoder}");
+        }
+        for transform in &self.args.transforms {
+            let _ = write!(command, " --transform {}", transform.text);
         }
         if self.args.device != ffcv::gpu::DeviceSpec::Cpu {
             let _ = write!(command, " --device {}", self.args.device);

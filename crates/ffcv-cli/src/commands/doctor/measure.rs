@@ -43,6 +43,7 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
             .world_size(args.world_size as usize)
             .rank(args.rank as usize);
     }
+    let mut decoders = Vec::with_capacity(args.decoders.len());
     for spec in &args.decoders {
         let (field, decoder) = spec
             .split_once('=')
@@ -50,7 +51,21 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
         let choice: DecoderChoice = decoder
             .parse()
             .map_err(|err| RunError::other(format!("--decoder `{spec}`: {err}")))?;
-        builder = builder.decoder(field, choice);
+        decoders.push((field.to_owned(), choice));
+    }
+    if args.transforms.is_empty() {
+        for (field, choice) in decoders {
+            builder = builder.decoder(field, choice);
+        }
+    } else {
+        // A transformed field's default decoder depends on its type, so the file is read
+        // here and the same reader handed to the loader.
+        let reader = std::sync::Arc::new(
+            beton_io::Reader::open(&args.file).map_err(|err| RunError::other(err.to_string()))?,
+        );
+        builder = crate::pipeline_args::apply(builder, &reader, &decoders, &args.transforms)
+            .map_err(RunError::other)?
+            .reader(reader);
     }
     builder.build().map_err(|err| RunError::from_loader(&err))
 }
