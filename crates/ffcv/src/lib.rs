@@ -22,14 +22,14 @@
 //!   ([`decode::parse_field_decoder`]), or [`LoaderBuilder::disable`] the field).
 //! - [`transforms`] names FFCV's transforms (`ToTensor`, `NormalizeImage`,
 //!   `RandomHorizontalFlip`, `Cutout`, `RandomTranslate`, `ReplaceLabel`, `Poison`, ...).
-//! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
-//!   `RGBImageField` encoding.
+//! - [`image`] (the `rgb-image` crate) holds JPEG decoding, FFCV's crop rules,
+//!   `INTER_AREA` resizing and `RGBImageField` encoding.
 //! - [`LoaderState`] is the loader's position inside an epoch ([`EpochIter::state`],
 //!   [`Loader::state`]), JSON-serializable; [`LoaderBuilder::resume`] continues from it
 //!   byte for byte with the same world size, or splits the epoch's remaining samples among
 //!   another number of ranks (`docs/resume.md`).
 //! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
-//!   [`page_cache`], [`jit`] (pipeline-jit).
+//!   [`page_cache`], [`jit`] (pipeline-jit), [`image`] (rgb-image).
 //!
 //! # Example
 //!
@@ -65,7 +65,6 @@ pub mod decode;
 mod epoch;
 mod error;
 pub mod gpu;
-pub mod image;
 mod loader;
 mod memory;
 mod resume;
@@ -75,6 +74,7 @@ pub mod transforms;
 pub use beton_io as format;
 pub use page_cache;
 pub use pipeline_jit as jit;
+pub use rgb_image as image;
 pub use traversal;
 
 pub use batch::{Batch, BatchOutput, OutputInfo, TypedView};
