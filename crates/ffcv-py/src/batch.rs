@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ffcv::format::{ByteOrder, DType, DTypeKind};
+use ffcv::format::{ByteOrder, NumpyDtype, NumpyKind};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -34,7 +34,7 @@ pub struct OutputView {
     /// Address of the first element (kept as a number: the memory is the batch's).
     ptr: usize,
     shape: Vec<usize>,
-    dtype: DType,
+    dtype: NumpyDtype,
     name: String,
 }
 
@@ -88,10 +88,10 @@ impl OutputView {
 
     fn dlpack_type(&self) -> PyResult<(u8, u8)> {
         let code = match self.dtype.kind() {
-            DTypeKind::Int => dlpack::CODE_INT,
-            DTypeKind::UInt => dlpack::CODE_UINT,
-            DTypeKind::Float => dlpack::CODE_FLOAT,
-            DTypeKind::Bool => dlpack::CODE_BOOL,
+            NumpyKind::Int => dlpack::CODE_INT,
+            NumpyKind::UInt => dlpack::CODE_UINT,
+            NumpyKind::Float => dlpack::CODE_FLOAT,
+            NumpyKind::Bool => dlpack::CODE_BOOL,
             _ => {
                 return Err(PyBufferError::new_err(format!(
                     "output {:?}: dtype {} has no DLPack type",
@@ -117,8 +117,8 @@ impl OutputView {
     }
 }
 
-fn u64_dtype() -> DType {
-    DType::numeric(DTypeKind::UInt, 8, ByteOrder::Little).expect("u64 is a numeric dtype")
+fn u64_dtype() -> NumpyDtype {
+    NumpyDtype::numeric(NumpyKind::UInt, 8, ByteOrder::Little).expect("u64 is a numeric dtype")
 }
 
 #[pymethods]

@@ -15,11 +15,12 @@ use page_cache::EpochContext;
 use rayon::prelude::*;
 
 use crate::batch::{Batch, OutputInfo};
+use crate::batch_slots::{Slot, SlotOutput};
 use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
 use crate::decode::{CopyRule, SampleInput, stored_extent};
 use crate::error::{Error, Result};
-use crate::loader::{FieldRunner, Loader, Shared, lock};
-use crate::slots::{Slot, SlotOutput};
+use crate::loader::Loader;
+use crate::run_state::{FieldRunner, Shared, lock};
 
 /// Samples per gather task: enough to amortise scheduling, small enough to balance.
 const GATHER_CHUNK: usize = 64;
@@ -607,7 +608,7 @@ fn fill(
                 .map(|(i, out)| {
                     let f = &fields[i];
                     f.executor
-                        .run(pipeline_jit::Batch {
+                        .run(pipeline_jit::BatchBuffers {
                             sample_ids: ids,
                             input: &records[i][..n * RECORD_BYTES],
                             output: out,

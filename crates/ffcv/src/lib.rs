@@ -60,6 +60,7 @@
 //! ```
 
 mod batch;
+mod batch_slots;
 mod cpus;
 pub mod decode;
 mod epoch;
@@ -68,7 +69,7 @@ pub mod gpu;
 mod loader;
 mod memory;
 mod resume;
-mod slots;
+mod run_state;
 pub mod transforms;
 
 pub use beton_io as format;
@@ -78,11 +79,11 @@ pub use rgb_image as image;
 pub use traversal;
 
 pub use batch::{Batch, BatchOutput, OutputInfo, TypedView};
+pub use batch_slots::{Attachment, SlotOutput, SlotStage};
 pub use cpus::affinity_cpus;
 pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
 pub use epoch::EpochIter;
 pub use error::{Error, Result};
-pub use loader::{FieldValue, Loader, LoaderBuilder, LoaderStats, Order};
+pub use loader::{FilterValue, Loader, LoaderBuilder, LoaderStats, Order};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
 pub use resume::{LoaderState, STATE_FORMAT_VERSION};
-pub use slots::{Attachment, SlotOutput, SlotStage};

@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 
-use beton_io::{DType as NumpyDType, FieldMetadata, FieldType};
+use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
@@ -41,7 +41,7 @@ fn image_output(height: u32, width: u32) -> Result<DecoderOutput, String> {
     }
     let out = DecoderOutput::new(
         vec![height as usize, width as usize, 3],
-        NumpyDType::u8(),
+        NumpyDtype::u8(),
         OutputKind::Array,
     );
     if out.row_bytes().is_none() {
