@@ -125,8 +125,11 @@ impl Batch {
         let n = self.len();
         Ok(BatchOutput {
             info,
-            bytes: &slot.buffers[i].as_bytes()[..n * info.row_bytes],
-            lengths: info.kind.has_lengths().then(|| &slot.lengths[i][..n]),
+            bytes: &slot.outputs[i].memory.as_bytes()[..n * info.row_bytes],
+            lengths: info
+                .kind
+                .has_lengths()
+                .then(|| &slot.outputs[i].lengths[..n]),
             len: n,
         })
     }
