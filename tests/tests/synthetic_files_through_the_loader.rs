@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use beton_io::{DType, DatasetWriter, FieldValue, from_fn};
+use beton_io::{DatasetWriter, FieldValue, NumpyDtype, from_fn};
 use ffcv::{Loader, Order};
 use ffcv_cli::synthetic::{Kind, Spec};
 
@@ -23,7 +23,7 @@ fn write(path: &Path, spec: &Spec) {
 }
 
 fn specs() -> Vec<(&'static str, Spec)> {
-    let dtype = |descr: &str| descr.parse::<DType>().unwrap();
+    let dtype = |descr: &str| descr.parse::<NumpyDtype>().unwrap();
     vec![
         (
             "scalars",

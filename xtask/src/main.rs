@@ -1,11 +1,14 @@
 //! Developer tasks, run as `cargo xtask <task>`: `verify` (tidy, fmt, clippy, tests) and
 //! `bench` (the bounded benchmark matrix of `crates/bench`).
 //!
-//! xtask stays thin on purpose: it has no dependencies and only runs cargo (and one
-//! file-header check), so it builds in seconds on a fresh machine. The benchmark
+//! xtask stays thin on purpose: it has no dependencies and only runs cargo (and the tidy
+//! checks: file headers, file lengths, crate layering), so it builds in seconds on a
+//! fresh machine. The benchmark
 //! matrix itself lives in the `ffcv-bench` package.
 
 mod gpu_bundle;
+mod layering;
+mod long_files;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -22,7 +25,9 @@ tasks:
                       `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]`
   gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
                       target/gpu-bundle/ with a run.sh for a GPU host
-  tidy                only the file-header check: every .rs file opens with a `//!` line
+  tidy                only the tidy checks: every .rs file opens with a `//!` line and has
+                      at most 800 lines (or a reason in xtask/src/long_files.rs); no crate
+                      depends on one of its own or a higher layer (docs/ARCHITECTURE.md)
   help                this text";
 
 fn main() -> ExitCode {
@@ -81,9 +86,10 @@ fn verify(root: &Path, args: &[String]) -> Result<(), String> {
 
 /// The steps of `verify`, in order; the first failure ends the run.
 fn verify_steps(root: &Path) -> Result<(), String> {
-    step("tidy: every .rs file opens with a `//!` line", || {
-        tidy(root)
-    })?;
+    step(
+        "tidy: `//!` file headers, file lengths, crate layering",
+        || tidy(root),
+    )?;
     let cargo_steps: [(&str, &[&str]); 4] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
@@ -219,8 +225,9 @@ fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// The tidy check: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
-/// with a `//!` line saying what the file holds (rust-analyzer's habit).
+/// The tidy checks: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
+/// with a `//!` line saying what the file holds (rust-analyzer's habit) and stays within
+/// [`long_files::MAX_LINES`] unless allowed; then the crate layering ([`layering`]).
 fn tidy(root: &Path) -> Result<(), String> {
     let mut files = Vec::new();
     for dir in ["crates", "xtask", "tests", "fuzz"] {
@@ -228,28 +235,39 @@ fn tidy(root: &Path) -> Result<(), String> {
     }
     files.sort();
     let mut offenders = Vec::new();
+    let mut lengths = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file)
             .map_err(|err| format!("cannot read {}: {err}", file.display()))?;
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         if !opens_with_module_doc(&text) {
-            offenders.push(
-                file.strip_prefix(root)
-                    .unwrap_or(file)
-                    .display()
-                    .to_string(),
-            );
+            offenders.push(shown.clone());
         }
+        lengths.push((shown, text.lines().count()));
     }
-    if offenders.is_empty() {
-        eprintln!("    {} files checked", files.len());
-        Ok(())
-    } else {
-        Err(format!(
+    if !offenders.is_empty() {
+        return Err(format!(
             "{} file(s) do not open with a `//!` line: {}",
             offenders.len(),
             offenders.join(", ")
-        ))
+        ));
     }
+    let long = long_files::offenders(lengths.iter().map(|(p, n)| (p.as_str(), *n)));
+    if !long.is_empty() {
+        return Err(format!(
+            "{} file(s) exceed {} lines (split them, or add a one-line reason to \
+             xtask/src/long_files.rs): {}",
+            long.len(),
+            long_files::MAX_LINES,
+            long.join(", ")
+        ));
+    }
+    eprintln!("    {} files checked", files.len());
+    layering::check(root)
 }
 
 /// True when the first line of `text` is a `//!` inner doc comment.

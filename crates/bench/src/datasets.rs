@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use beton_io::{DType, DatasetWriter, Reader, from_fn};
+use beton_io::{DatasetWriter, NumpyDtype, Reader, from_fn};
 use ffcv_cli::synthetic::{Kind, Spec};
 
 /// A data set ready to read.
@@ -50,7 +50,7 @@ pub fn small() -> Vec<Recipe> {
             label: "128k",
             spec: Spec {
                 shape: vec![128 * 1024],
-                dtype: DType::u8(),
+                dtype: NumpyDtype::u8(),
                 ..Spec::new(Kind::Ndarray)
             },
             samples: 2048,

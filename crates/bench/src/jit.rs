@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pipeline_jit::ops::{NormalizeImage, RandomHorizontalFlip, ToChw};
-use pipeline_jit::{Batch, DType, Executor, Pipeline, State};
+use pipeline_jit::{BatchBuffers, ElemType, Executor, Pipeline, State};
 use serde_json::json;
 
 use crate::report::Row;
@@ -27,12 +27,12 @@ const EPOCH_SAMPLES: f64 = 50_000.0;
 fn pipeline(epoch: u64) -> Pipeline {
     // The mean moves with the epoch so that a recompile really has new constants.
     let shift = (epoch % 7) as f64 * 0.01;
-    Pipeline::new(State::cpu([32, 32, 3], DType::U8))
+    Pipeline::new(State::cpu([32, 32, 3], ElemType::U8))
         .then(RandomHorizontalFlip(0.5))
         .then(NormalizeImage {
             mean: vec![125.307 + shift, 122.961, 113.8575],
             std: vec![51.5865, 50.847, 51.255],
-            dtype: DType::F32,
+            dtype: ElemType::F32,
         })
         .then(ToChw)
 }
@@ -64,7 +64,7 @@ pub fn rows() -> Result<Vec<Row>, String> {
     let pass = |ex: &Executor, out: &std::sync::Mutex<Vec<u8>>| -> Result<(), String> {
         let mut out = out.lock().map_err(|e| e.to_string())?;
         for b in 0..BATCHES_PER_PASS {
-            ex.run(Batch {
+            ex.run(BatchBuffers {
                 sample_ids: &ids,
                 input: &input,
                 output: &mut out,

@@ -23,7 +23,7 @@ use std::time::Instant;
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, RgbImage, from_fn};
 use ffcv::decode::NdArrayDecoder;
 use ffcv::image::{SyntheticImageSpec, synthetic_jpeg};
-use ffcv::jit::DType;
+use ffcv::jit::ElemType;
 use ffcv::transforms;
 
 use ffcv::{Loader, LoaderBuilder, LoaderStats, Order, PipelineSpec};
@@ -508,7 +508,7 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
                         .then(transforms::normalize_image(
                             transforms::IMAGENET_MEAN,
                             transforms::IMAGENET_STD,
-                            DType::F32,
+                            ElemType::F32,
                         ))
                         .then(transforms::to_torch_image()),
                 )
@@ -522,7 +522,7 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
                     .then(transforms::normalize_image(
                         CIFAR_MEAN,
                         CIFAR_STD,
-                        DType::F32,
+                        ElemType::F32,
                     ))
                     .then(transforms::to_torch_image()),
             ),

@@ -15,7 +15,7 @@ pub enum ByteOrder {
 
 /// The kind of a dtype, as the kind character of a numpy type string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DTypeKind {
+pub enum NumpyKind {
     /// `b`: bool (1 byte).
     Bool,
     /// `i`: signed integer.
@@ -38,19 +38,19 @@ pub enum DTypeKind {
     Void,
 }
 
-impl DTypeKind {
+impl NumpyKind {
     fn code(self) -> char {
         match self {
-            DTypeKind::Bool => 'b',
-            DTypeKind::Int => 'i',
-            DTypeKind::UInt => 'u',
-            DTypeKind::Float => 'f',
-            DTypeKind::Complex => 'c',
-            DTypeKind::Datetime => 'M',
-            DTypeKind::Timedelta => 'm',
-            DTypeKind::Bytes => 'S',
-            DTypeKind::Unicode => 'U',
-            DTypeKind::Void => 'V',
+            NumpyKind::Bool => 'b',
+            NumpyKind::Int => 'i',
+            NumpyKind::UInt => 'u',
+            NumpyKind::Float => 'f',
+            NumpyKind::Complex => 'c',
+            NumpyKind::Datetime => 'M',
+            NumpyKind::Timedelta => 'm',
+            NumpyKind::Bytes => 'S',
+            NumpyKind::Unicode => 'U',
+            NumpyKind::Void => 'V',
         }
     }
 }
@@ -59,36 +59,36 @@ impl DTypeKind {
 /// item type with a kind, an item size and a byte order.
 ///
 /// ```
-/// use beton_io::DType;
-/// let d: DType = "<f4".parse().unwrap();
+/// use beton_io::NumpyDtype;
+/// let d: NumpyDtype = "<f4".parse().unwrap();
 /// assert_eq!(d.item_size(), 4);
 /// assert_eq!(d.descr(), "<f4");
 /// assert_eq!(d.descr_json(), r#"[["", "<f4"]]"#);
-/// assert_eq!("|b1".parse::<DType>().unwrap().item_size(), 1);
+/// assert_eq!("|b1".parse::<NumpyDtype>().unwrap().item_size(), 1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct DType {
-    kind: DTypeKind,
+pub struct NumpyDtype {
+    kind: NumpyKind,
     item_size: u64,
     byte_order: ByteOrder,
     /// The datetime unit suffix (`"[ns]"`), empty for other kinds.
     unit: String,
 }
 
-impl DType {
+impl NumpyDtype {
     /// A numeric dtype; `None` when numpy has no such type (e.g. `Int` of 3 bytes).
     ///
     /// The byte order is normalised as numpy does: one-byte types get
     /// [`ByteOrder::NotApplicable`], and multi-byte types given `NotApplicable` become little-endian.
-    pub fn numeric(kind: DTypeKind, item_size: u64, byte_order: ByteOrder) -> Option<DType> {
+    pub fn numeric(kind: NumpyKind, item_size: u64, byte_order: ByteOrder) -> Option<NumpyDtype> {
         let ok = match kind {
-            DTypeKind::Bool => item_size == 1,
-            DTypeKind::Int | DTypeKind::UInt => matches!(item_size, 1 | 2 | 4 | 8),
-            DTypeKind::Float => matches!(item_size, 2 | 4 | 8 | 16),
-            DTypeKind::Complex => matches!(item_size, 8 | 16 | 32),
+            NumpyKind::Bool => item_size == 1,
+            NumpyKind::Int | NumpyKind::UInt => matches!(item_size, 1 | 2 | 4 | 8),
+            NumpyKind::Float => matches!(item_size, 2 | 4 | 8 | 16),
+            NumpyKind::Complex => matches!(item_size, 8 | 16 | 32),
             _ => false,
         };
-        ok.then(|| DType {
+        ok.then(|| NumpyDtype {
             kind,
             item_size,
             byte_order: normalise_order(item_size, byte_order),
@@ -97,17 +97,17 @@ impl DType {
     }
 
     /// Little-endian `f32` (`<f4`).
-    pub fn f32() -> DType {
-        DType::numeric(DTypeKind::Float, 4, ByteOrder::Little).expect("valid")
+    pub fn f32() -> NumpyDtype {
+        NumpyDtype::numeric(NumpyKind::Float, 4, ByteOrder::Little).expect("valid")
     }
 
     /// `u8` (`|u1`).
-    pub fn u8() -> DType {
-        DType::numeric(DTypeKind::UInt, 1, ByteOrder::NotApplicable).expect("valid")
+    pub fn u8() -> NumpyDtype {
+        NumpyDtype::numeric(NumpyKind::UInt, 1, ByteOrder::NotApplicable).expect("valid")
     }
 
     /// The kind.
-    pub fn kind(&self) -> DTypeKind {
+    pub fn kind(&self) -> NumpyKind {
         self.kind
     }
 
@@ -129,7 +129,7 @@ impl DType {
             ByteOrder::Big => '>',
             ByteOrder::NotApplicable => '|',
         };
-        let count = if self.kind == DTypeKind::Unicode {
+        let count = if self.kind == NumpyKind::Unicode {
             self.item_size / 4
         } else {
             self.item_size
@@ -146,7 +146,7 @@ impl DType {
     ///
     /// Exactly one entry with an empty name (or `f0`, which numpy accepts just as well) and a
     /// type string; subarray entries (three elements) and structured dtypes are rejected.
-    pub fn from_descr_json(json: &[u8]) -> Result<DType, String> {
+    pub fn from_descr_json(json: &[u8]) -> Result<NumpyDtype, String> {
         if !json.is_ascii() {
             return Err("dtype description is not ASCII".into());
         }
@@ -181,7 +181,7 @@ impl DType {
                         text()
                     ));
                 }
-                typestr.parse::<DType>()
+                typestr.parse::<NumpyDtype>()
             }
             [_, _, _] => Err(format!(
                 "dtype description {:?}: subarray dtypes are not supported",
@@ -197,79 +197,79 @@ impl DType {
 
 /// NumPy's type names (`np.dtype("float32")`), as NumPy 1.26 on a 64-bit Linux machine
 /// reads them (`long` and `int` are 8 bytes there, `longdouble` 16).
-const NUMPY_NAMES: &[(&str, DTypeKind, u64)] = &[
-    ("bool", DTypeKind::Bool, 1),
-    ("bool_", DTypeKind::Bool, 1),
-    ("bool8", DTypeKind::Bool, 1),
-    ("int8", DTypeKind::Int, 1),
-    ("byte", DTypeKind::Int, 1),
-    ("int16", DTypeKind::Int, 2),
-    ("short", DTypeKind::Int, 2),
-    ("int32", DTypeKind::Int, 4),
-    ("intc", DTypeKind::Int, 4),
-    ("int64", DTypeKind::Int, 8),
-    ("int", DTypeKind::Int, 8),
-    ("int_", DTypeKind::Int, 8),
-    ("int0", DTypeKind::Int, 8),
-    ("intp", DTypeKind::Int, 8),
-    ("long", DTypeKind::Int, 8),
-    ("longlong", DTypeKind::Int, 8),
-    ("uint8", DTypeKind::UInt, 1),
-    ("ubyte", DTypeKind::UInt, 1),
-    ("uint16", DTypeKind::UInt, 2),
-    ("ushort", DTypeKind::UInt, 2),
-    ("uint32", DTypeKind::UInt, 4),
-    ("uintc", DTypeKind::UInt, 4),
-    ("uint64", DTypeKind::UInt, 8),
-    ("uint", DTypeKind::UInt, 8),
-    ("uint0", DTypeKind::UInt, 8),
-    ("uintp", DTypeKind::UInt, 8),
-    ("ulong", DTypeKind::UInt, 8),
-    ("ulonglong", DTypeKind::UInt, 8),
-    ("float16", DTypeKind::Float, 2),
-    ("half", DTypeKind::Float, 2),
-    ("float32", DTypeKind::Float, 4),
-    ("single", DTypeKind::Float, 4),
-    ("float64", DTypeKind::Float, 8),
-    ("float", DTypeKind::Float, 8),
-    ("float_", DTypeKind::Float, 8),
-    ("double", DTypeKind::Float, 8),
-    ("float128", DTypeKind::Float, 16),
-    ("longdouble", DTypeKind::Float, 16),
-    ("complex64", DTypeKind::Complex, 8),
-    ("csingle", DTypeKind::Complex, 8),
-    ("complex128", DTypeKind::Complex, 16),
-    ("complex", DTypeKind::Complex, 16),
-    ("cdouble", DTypeKind::Complex, 16),
-    ("complex256", DTypeKind::Complex, 32),
-    ("clongdouble", DTypeKind::Complex, 32),
+const NUMPY_NAMES: &[(&str, NumpyKind, u64)] = &[
+    ("bool", NumpyKind::Bool, 1),
+    ("bool_", NumpyKind::Bool, 1),
+    ("bool8", NumpyKind::Bool, 1),
+    ("int8", NumpyKind::Int, 1),
+    ("byte", NumpyKind::Int, 1),
+    ("int16", NumpyKind::Int, 2),
+    ("short", NumpyKind::Int, 2),
+    ("int32", NumpyKind::Int, 4),
+    ("intc", NumpyKind::Int, 4),
+    ("int64", NumpyKind::Int, 8),
+    ("int", NumpyKind::Int, 8),
+    ("int_", NumpyKind::Int, 8),
+    ("int0", NumpyKind::Int, 8),
+    ("intp", NumpyKind::Int, 8),
+    ("long", NumpyKind::Int, 8),
+    ("longlong", NumpyKind::Int, 8),
+    ("uint8", NumpyKind::UInt, 1),
+    ("ubyte", NumpyKind::UInt, 1),
+    ("uint16", NumpyKind::UInt, 2),
+    ("ushort", NumpyKind::UInt, 2),
+    ("uint32", NumpyKind::UInt, 4),
+    ("uintc", NumpyKind::UInt, 4),
+    ("uint64", NumpyKind::UInt, 8),
+    ("uint", NumpyKind::UInt, 8),
+    ("uint0", NumpyKind::UInt, 8),
+    ("uintp", NumpyKind::UInt, 8),
+    ("ulong", NumpyKind::UInt, 8),
+    ("ulonglong", NumpyKind::UInt, 8),
+    ("float16", NumpyKind::Float, 2),
+    ("half", NumpyKind::Float, 2),
+    ("float32", NumpyKind::Float, 4),
+    ("single", NumpyKind::Float, 4),
+    ("float64", NumpyKind::Float, 8),
+    ("float", NumpyKind::Float, 8),
+    ("float_", NumpyKind::Float, 8),
+    ("double", NumpyKind::Float, 8),
+    ("float128", NumpyKind::Float, 16),
+    ("longdouble", NumpyKind::Float, 16),
+    ("complex64", NumpyKind::Complex, 8),
+    ("csingle", NumpyKind::Complex, 8),
+    ("complex128", NumpyKind::Complex, 16),
+    ("complex", NumpyKind::Complex, 16),
+    ("cdouble", NumpyKind::Complex, 16),
+    ("complex256", NumpyKind::Complex, 32),
+    ("clongdouble", NumpyKind::Complex, 32),
 ];
 
 /// NumPy's one-character type codes (`np.dtype("d")`), on a 64-bit Linux machine. Note that
 /// `b` alone is `int8` (bool is `?`), while `b1` is bool.
-fn numpy_char_code(code: char) -> Option<(DTypeKind, u64)> {
+fn numpy_char_code(code: char) -> Option<(NumpyKind, u64)> {
     Some(match code {
-        '?' => (DTypeKind::Bool, 1),
-        'b' => (DTypeKind::Int, 1),
-        'B' => (DTypeKind::UInt, 1),
-        'h' => (DTypeKind::Int, 2),
-        'H' => (DTypeKind::UInt, 2),
-        'i' => (DTypeKind::Int, 4),
-        'I' => (DTypeKind::UInt, 4),
-        'l' | 'q' | 'p' => (DTypeKind::Int, 8),
-        'L' | 'Q' | 'P' => (DTypeKind::UInt, 8),
-        'e' => (DTypeKind::Float, 2),
-        'f' => (DTypeKind::Float, 4),
-        'd' => (DTypeKind::Float, 8),
-        'g' => (DTypeKind::Float, 16),
-        'F' => (DTypeKind::Complex, 8),
-        'D' => (DTypeKind::Complex, 16),
-        'G' => (DTypeKind::Complex, 32),
+        '?' => (NumpyKind::Bool, 1),
+        'b' => (NumpyKind::Int, 1),
+        'B' => (NumpyKind::UInt, 1),
+        'h' => (NumpyKind::Int, 2),
+        'H' => (NumpyKind::UInt, 2),
+        'i' => (NumpyKind::Int, 4),
+        'I' => (NumpyKind::UInt, 4),
+        'l' | 'q' | 'p' => (NumpyKind::Int, 8),
+        'L' | 'Q' | 'P' => (NumpyKind::UInt, 8),
+        'e' => (NumpyKind::Float, 2),
+        'f' => (NumpyKind::Float, 4),
+        'd' => (NumpyKind::Float, 8),
+        'g' => (NumpyKind::Float, 16),
+        'F' => (NumpyKind::Complex, 8),
+        'D' => (NumpyKind::Complex, 16),
+        'G' => (NumpyKind::Complex, 32),
         _ => return None,
     })
 }
 
-impl DType {
+impl NumpyDtype {
     /// Parses a dtype the way `numpy.dtype(name)` reads a string a user types: a type name
     /// (`float32`, `double`, `uint8`, `bool`, `half`, `int`, `complex64`, `datetime64[ns]`,
     /// ...), a one-character code with an optional byte order (`d`, `?`, `<f`, `>i`), or a
@@ -281,15 +281,15 @@ impl DType {
     /// Zero-sized types (`S`, `U0`) and `object` are refused: an FFCV array cannot hold them.
     ///
     /// ```
-    /// use beton_io::DType;
+    /// use beton_io::NumpyDtype;
     /// for name in ["float32", "f4", "<f4", "=f4", "single", "f"] {
-    ///     assert_eq!(DType::from_numpy_name(name).unwrap().descr(), "<f4");
+    ///     assert_eq!(NumpyDtype::from_numpy_name(name).unwrap().descr(), "<f4");
     /// }
-    /// assert_eq!(DType::from_numpy_name("uint8").unwrap().descr(), "|u1");
-    /// assert_eq!(DType::from_numpy_name("?").unwrap().descr(), "|b1");
-    /// assert!(DType::from_numpy_name("float33").is_err());
+    /// assert_eq!(NumpyDtype::from_numpy_name("uint8").unwrap().descr(), "|u1");
+    /// assert_eq!(NumpyDtype::from_numpy_name("?").unwrap().descr(), "|b1");
+    /// assert!(NumpyDtype::from_numpy_name("float33").is_err());
     /// ```
-    pub fn from_numpy_name(name: &str) -> Result<DType, String> {
+    pub fn from_numpy_name(name: &str) -> Result<NumpyDtype, String> {
         let refuse = || {
             format!(
                 "{name:?} is not a numpy dtype this format can store \
@@ -298,7 +298,7 @@ impl DType {
         };
         // Names take no byte order in NumPy (`<float32` is an error there too).
         if let Some(&(_, kind, size)) = NUMPY_NAMES.iter().find(|(n, _, _)| *n == name) {
-            return DType::numeric(kind, size, ByteOrder::Little).ok_or_else(refuse);
+            return NumpyDtype::numeric(kind, size, ByteOrder::Little).ok_or_else(refuse);
         }
         for (prefix, typestr) in [("datetime64", "<M8"), ("timedelta64", "<m8")] {
             if let Some(unit) = name.strip_prefix(prefix) {
@@ -320,7 +320,7 @@ impl DType {
                     '>' => ByteOrder::Big,
                     _ => ByteOrder::Little,
                 };
-                return DType::numeric(kind, size, order).ok_or_else(refuse);
+                return NumpyDtype::numeric(kind, size, order).ok_or_else(refuse);
             }
             if first == 'M' || first == 'm' {
                 return format!("{order}{first}8").parse().map_err(|_| refuse());
@@ -343,19 +343,19 @@ fn normalise_order(item_size: u64, order: ByteOrder) -> ByteOrder {
     }
 }
 
-impl fmt::Display for DType {
+impl fmt::Display for NumpyDtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.descr())
     }
 }
 
-impl std::str::FromStr for DType {
+impl std::str::FromStr for NumpyDtype {
     type Err = String;
 
     /// Parses a numpy type string: a byte-order character (`<`, `>`, `|` or `=`; `=` is taken as
     /// little-endian, the only native order this crate supports), a kind character and a size
     /// (characters for `U`), plus a unit for datetimes (`<M8[ns]`).
-    fn from_str(s: &str) -> Result<DType, String> {
+    fn from_str(s: &str) -> Result<NumpyDtype, String> {
         let bad = |why: &str| format!("unsupported numpy type string {s:?}: {why}");
         let mut chars = s.chars();
         let order = match chars.next() {
@@ -365,16 +365,16 @@ impl std::str::FromStr for DType {
             _ => return Err(bad("expected a byte order '<', '>', '|' or '='")),
         };
         let kind = match chars.next() {
-            Some('b') => DTypeKind::Bool,
-            Some('i') => DTypeKind::Int,
-            Some('u') => DTypeKind::UInt,
-            Some('f') => DTypeKind::Float,
-            Some('c') => DTypeKind::Complex,
-            Some('M') => DTypeKind::Datetime,
-            Some('m') => DTypeKind::Timedelta,
-            Some('S') => DTypeKind::Bytes,
-            Some('U') => DTypeKind::Unicode,
-            Some('V') => DTypeKind::Void,
+            Some('b') => NumpyKind::Bool,
+            Some('i') => NumpyKind::Int,
+            Some('u') => NumpyKind::UInt,
+            Some('f') => NumpyKind::Float,
+            Some('c') => NumpyKind::Complex,
+            Some('M') => NumpyKind::Datetime,
+            Some('m') => NumpyKind::Timedelta,
+            Some('S') => NumpyKind::Bytes,
+            Some('U') => NumpyKind::Unicode,
+            Some('V') => NumpyKind::Void,
             _ => return Err(bad("unknown kind character")),
         };
         let rest = chars.as_str();
@@ -387,7 +387,7 @@ impl std::str::FromStr for DType {
         }
         let count: u64 = digits.parse().map_err(|_| bad("bad item size"))?;
         match kind {
-            DTypeKind::Datetime | DTypeKind::Timedelta => {
+            NumpyKind::Datetime | NumpyKind::Timedelta => {
                 if count != 8 {
                     return Err(bad("datetime types are 8 bytes"));
                 }
@@ -401,21 +401,21 @@ impl std::str::FromStr for DType {
                         return Err(bad("bad datetime unit"));
                     }
                 }
-                Ok(DType {
+                Ok(NumpyDtype {
                     kind,
                     item_size: 8,
                     byte_order: normalise_order(8, order),
                     unit: unit.to_string(),
                 })
             }
-            DTypeKind::Bytes | DTypeKind::Void | DTypeKind::Unicode => {
+            NumpyKind::Bytes | NumpyKind::Void | NumpyKind::Unicode => {
                 if !unit.is_empty() {
                     return Err(bad("trailing characters"));
                 }
                 if count == 0 {
                     return Err(bad("zero-sized items"));
                 }
-                let (item_size, byte_order) = if kind == DTypeKind::Unicode {
+                let (item_size, byte_order) = if kind == NumpyKind::Unicode {
                     let size = count.checked_mul(4).ok_or_else(|| bad("too large"))?;
                     // numpy writes '<U3' / '>U3' even though the size is a multiple of 4.
                     let o = if order == ByteOrder::NotApplicable {
@@ -427,7 +427,7 @@ impl std::str::FromStr for DType {
                 } else {
                     (count, ByteOrder::NotApplicable)
                 };
-                Ok(DType {
+                Ok(NumpyDtype {
                     kind,
                     item_size,
                     byte_order,
@@ -438,7 +438,7 @@ impl std::str::FromStr for DType {
                 if !unit.is_empty() {
                     return Err(bad("trailing characters"));
                 }
-                DType::numeric(kind, count, order).ok_or_else(|| bad("no such numeric type"))
+                NumpyDtype::numeric(kind, count, order).ok_or_else(|| bad("no such numeric type"))
             }
         }
     }
@@ -455,19 +455,19 @@ mod tests {
             "<f4", ">f4", "<f8", ">f8", "<f16", "<c8", ">c16", "<c32", "<M8[ns]", ">m8[s]", "<M8",
             "|S10", "<U3", "|V16",
         ] {
-            let d: DType = s.parse().unwrap();
+            let d: NumpyDtype = s.parse().unwrap();
             assert_eq!(d.descr(), s);
         }
-        assert_eq!("<U3".parse::<DType>().unwrap().item_size(), 12);
-        assert_eq!("<c16".parse::<DType>().unwrap().item_size(), 16);
+        assert_eq!("<U3".parse::<NumpyDtype>().unwrap().item_size(), 12);
+        assert_eq!("<c16".parse::<NumpyDtype>().unwrap().item_size(), 16);
     }
 
     #[test]
     fn normalises_orders_like_numpy() {
-        assert_eq!("<u1".parse::<DType>().unwrap().descr(), "|u1");
-        assert_eq!(">b1".parse::<DType>().unwrap().descr(), "|b1");
-        assert_eq!("=f4".parse::<DType>().unwrap().descr(), "<f4");
-        assert_eq!("|i8".parse::<DType>().unwrap().descr(), "<i8");
+        assert_eq!("<u1".parse::<NumpyDtype>().unwrap().descr(), "|u1");
+        assert_eq!(">b1".parse::<NumpyDtype>().unwrap().descr(), "|b1");
+        assert_eq!("=f4".parse::<NumpyDtype>().unwrap().descr(), "<f4");
+        assert_eq!("|i8".parse::<NumpyDtype>().unwrap().descr(), "<i8");
     }
 
     #[test]
@@ -476,13 +476,13 @@ mod tests {
             "", "<", "<x4", "<i3", "<f1", "<c4", "<b2", "<f", "<S0", "<M4[ns]", "<M8[]", "<M8ns",
             "<f4x", "f4",
         ] {
-            assert!(s.parse::<DType>().is_err(), "{s:?}");
+            assert!(s.parse::<NumpyDtype>().is_err(), "{s:?}");
         }
     }
 
     #[test]
     fn parses_descr_json() {
-        let d = DType::from_descr_json(br#"[["", "<i2"]]"#).unwrap();
+        let d = NumpyDtype::from_descr_json(br#"[["", "<i2"]]"#).unwrap();
         assert_eq!(d.descr(), "<i2");
         assert_eq!(d.descr_json(), r#"[["", "<i2"]]"#);
         for bad in [
@@ -495,7 +495,7 @@ mod tests {
             b"[[\"\", \"<f4\"]",
             "[[\"\", \"<f\u{e9}\"]]".as_bytes(),
         ] {
-            assert!(DType::from_descr_json(bad).is_err());
+            assert!(NumpyDtype::from_descr_json(bad).is_err());
         }
     }
 
@@ -580,10 +580,10 @@ mod tests {
             (">U3", ">U3"),
             ("V4", "|V4"),
         ] {
-            let dtype = DType::from_numpy_name(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let dtype = NumpyDtype::from_numpy_name(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(dtype.descr(), descr, "{name}");
             // What is stored parses back, strictly, to the same dtype.
-            assert_eq!(descr.parse::<DType>().unwrap(), dtype, "{name}");
+            assert_eq!(descr.parse::<NumpyDtype>().unwrap(), dtype, "{name}");
         }
     }
 
@@ -593,7 +593,7 @@ mod tests {
             "", "u", "i0", "u0", "f1", "b2", "i16", "Float32", "<float32", ">int16", "=double",
             " f4", "f4 ", "float33", "object", "O", "S", "S0", "U", "V", "<", "x", "<x4",
         ] {
-            let err = DType::from_numpy_name(name).unwrap_err();
+            let err = NumpyDtype::from_numpy_name(name).unwrap_err();
             assert!(err.contains("is not a numpy dtype"), "{name:?}: {err}");
         }
     }

@@ -1,7 +1,7 @@
 //! The on-disk structures of a `.beton` v2 file and the metadata row layout rules, shared by the
 //! reader and the writer.
 
-use crate::dtype::DType;
+use crate::dtype::NumpyDtype;
 
 /// The only file version FFCV 1.0.2 writes and reads.
 pub const VERSION: u16 = 2;
@@ -94,14 +94,14 @@ pub struct Layout {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NdArrayArgs {
     /// The item type.
-    pub dtype: DType,
+    pub dtype: NumpyDtype,
     /// The shape (1 to 32 dimensions; the last one is not 0, because FFCV strips trailing zeros).
     pub shape: Vec<u64>,
 }
 
 impl NdArrayArgs {
     /// `dtype` and `shape` together.
-    pub fn new(dtype: DType, shape: Vec<u64>) -> NdArrayArgs {
+    pub fn new(dtype: NumpyDtype, shape: Vec<u64>) -> NdArrayArgs {
         NdArrayArgs { dtype, shape }
     }
 
@@ -168,7 +168,7 @@ impl NdArrayArgs {
             return Err("dtype description is empty".into());
         }
         let json = &b[NDARRAY_ARGS_HEADER..NDARRAY_ARGS_HEADER + len as usize];
-        let dtype = DType::from_descr_json(json)?;
+        let dtype = NumpyDtype::from_descr_json(json)?;
         let args = NdArrayArgs { dtype, shape };
         if args.byte_len().is_none() {
             return Err(format!(
@@ -391,10 +391,18 @@ mod tests {
         let b = a.encode().unwrap();
         assert_eq!(NdArrayArgs::decode(&b).unwrap(), a);
         assert_eq!(a.byte_len(), Some(48));
-        assert!(NdArrayArgs::new(DType::f32(), vec![]).encode().is_err());
-        assert!(NdArrayArgs::new(DType::f32(), vec![2, 0]).encode().is_err());
         assert!(
-            NdArrayArgs::new(DType::f32(), vec![u64::MAX, 2])
+            NdArrayArgs::new(NumpyDtype::f32(), vec![])
+                .encode()
+                .is_err()
+        );
+        assert!(
+            NdArrayArgs::new(NumpyDtype::f32(), vec![2, 0])
+                .encode()
+                .is_err()
+        );
+        assert!(
+            NdArrayArgs::new(NumpyDtype::f32(), vec![u64::MAX, 2])
                 .encode()
                 .is_err()
         );

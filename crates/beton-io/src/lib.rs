@@ -10,7 +10,7 @@
 //! - [`DatasetWriter`] writes [`FieldSpec`]s and the [`FieldValue`]s of any [`SampleSource`]
 //!   on several threads with FFCV's page allocation rules; with one thread its output is
 //!   byte-identical to FFCV's.
-//! - [`DType`] and [`NdArrayArgs`] describe NDArray/TorchTensor fields the way numpy does;
+//! - [`NumpyDtype`] and [`NdArrayArgs`] describe NDArray/TorchTensor fields the way numpy does;
 //!   [`JsonValue`] is a JSON value encoded exactly like Python's `json.dumps`.
 //! - Every failure is an [`Error`] naming the file and the place in it; [`corrupt`] generates
 //!   damaged files for tests.
@@ -53,7 +53,7 @@ mod page_map;
 mod reader;
 mod writer;
 
-pub use dtype::{ByteOrder, DType, DTypeKind};
+pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
 pub use error::{Error, Result, SourceError};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,

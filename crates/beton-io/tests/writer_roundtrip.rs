@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use beton_io::{
-    DType, DatasetWriter, Error, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, Reader,
-    RgbImage, SampleSource, from_fn,
+    DatasetWriter, Error, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, NumpyDtype,
+    Reader, RgbImage, SampleSource, from_fn,
 };
 use proptest::prelude::*;
 
@@ -407,7 +407,7 @@ fn a_failed_write_leaves_an_existing_file_untouched() {
 fn values_that_do_not_match_their_field_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v.beton");
-    let arr = FieldType::NdArray(NdArrayArgs::new(DType::f32(), vec![3]));
+    let arr = FieldType::NdArray(NdArrayArgs::new(NumpyDtype::f32(), vec![3]));
     let cases: Vec<(FieldType, Vec<FieldValue>, &str)> = vec![
         (
             FieldType::Int,
@@ -480,11 +480,11 @@ fn field_lists_are_validated() {
         vec![FieldSpec::new("c", FieldType::Custom)],
         vec![FieldSpec::new(
             "s",
-            FieldType::NdArray(NdArrayArgs::new(DType::f32(), vec![])),
+            FieldType::NdArray(NdArrayArgs::new(NumpyDtype::f32(), vec![])),
         )],
         vec![FieldSpec::new(
             "z",
-            FieldType::NdArray(NdArrayArgs::new(DType::f32(), vec![3, 0])),
+            FieldType::NdArray(NdArrayArgs::new(NumpyDtype::f32(), vec![3, 0])),
         )],
     ];
     for fields in bad {

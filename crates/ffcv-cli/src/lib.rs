@@ -1,8 +1,8 @@
 //! The library half of the `ffcv` command line: the deterministic synthetic datasets that
 //! `ffcv write synthetic` writes, shared with the benchmarks and the cross-crate tests.
 //!
-//! The `ffcv` binary (inspect, dump, order, write) lives in `main.rs`; only what other
-//! packages reuse is exported here.
+//! The `ffcv` binary (inspect, dump, order, write, bench, doctor) lives in `main.rs`; only
+//! what other packages reuse is exported here.
 //!
 //! # Example
 //!
@@ -24,5 +24,5 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod synthetic;
 pub mod photos;
+pub mod synthetic;

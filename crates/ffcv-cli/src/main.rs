@@ -1,4 +1,5 @@
-//! The `ffcv` command line: inspect, dump, order and write FFCV `.beton` files.
+//! The `ffcv` command line: inspect, dump, order, write, bench and doctor for FFCV `.beton`
+//! files.
 //!
 //! Exit status: 0 on success, 1 on a runtime error (one line on stderr, `ffcv: error: ...`,
 //! naming the file and what is wrong), 2 on a usage error (clap's message).

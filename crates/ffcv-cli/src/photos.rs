@@ -3,7 +3,7 @@
 //! Decode speed depends on image content: noise costs the entropy decoder far more than a
 //! photograph, flat colour far less. A training set is photographs, so these samples are
 //! cut from four public-domain photographs embedded in the binary (scikit-image's
-//! astronaut, chelsea, coffee and rocket; licences in `crates/ffcv/tests/data/photos`).
+//! astronaut, chelsea, coffee and rocket; licences in `crates/rgb-image/tests/data/photos`).
 //! Each sample is a 2×2 mosaic of crops, each tile from a random photo at a random place,
 //! mirrored at random, at the photos' native resolution (no resampling, so the detail per
 //! pixel is a photograph's), then encoded as a 4:2:0 JPEG. Sample `i` depends only on
@@ -17,19 +17,19 @@ use ffcv::image::{RgbImage, encode_jpeg, read_image_bytes};
 const PHOTO_FILES: [(&str, &[u8]); 4] = [
     (
         "astronaut.jpg",
-        include_bytes!("../../ffcv/tests/data/photos/astronaut.jpg"),
+        include_bytes!("../../rgb-image/tests/data/photos/astronaut.jpg"),
     ),
     (
         "chelsea.jpg",
-        include_bytes!("../../ffcv/tests/data/photos/chelsea.jpg"),
+        include_bytes!("../../rgb-image/tests/data/photos/chelsea.jpg"),
     ),
     (
         "coffee.jpg",
-        include_bytes!("../../ffcv/tests/data/photos/coffee.jpg"),
+        include_bytes!("../../rgb-image/tests/data/photos/coffee.jpg"),
     ),
     (
         "rocket.jpg",
-        include_bytes!("../../ffcv/tests/data/photos/rocket.jpg"),
+        include_bytes!("../../rgb-image/tests/data/photos/rocket.jpg"),
     ),
 ];
 

@@ -6,7 +6,7 @@
 //! check what it read.
 
 use beton_io::{
-    ByteOrder, DType, DTypeKind, FieldSpec, FieldType, FieldValue, NdArrayArgs, RgbImage,
+    ByteOrder, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, NumpyKind, RgbImage,
 };
 
 /// What a synthetic dataset holds.
@@ -59,7 +59,7 @@ pub struct Spec {
     /// Shape of `ndarray` samples, or `[height, width]` of `images-raw` images.
     pub shape: Vec<u64>,
     /// The dtype of `ndarray` samples.
-    pub dtype: DType,
+    pub dtype: NumpyDtype,
     /// JPEG quality of `jpeg` samples (1..=100).
     pub jpeg_quality: u8,
 }
@@ -82,7 +82,7 @@ impl Spec {
             seed: 0,
             mean_size: 4096,
             shape,
-            dtype: DType::f32(),
+            dtype: NumpyDtype::f32(),
             jpeg_quality: 90,
         }
     }
@@ -102,7 +102,7 @@ impl Spec {
                 vec![index, FieldSpec::new("array", FieldType::NdArray(args))]
             }
             Kind::CifarRaw => {
-                let args = NdArrayArgs::new(DType::u8(), CIFAR_SHAPE.to_vec());
+                let args = NdArrayArgs::new(NumpyDtype::u8(), CIFAR_SHAPE.to_vec());
                 vec![
                     FieldSpec::new("image", FieldType::NdArray(args)),
                     label,
@@ -273,31 +273,31 @@ type ElementWriter = fn(u64, &mut Vec<u8>);
 
 /// The element generator for `dtype`: random bits for integers, 0/1 for bools, and for floats
 /// multiples of 1/256 in [-8, 8), which every float width (float16 included) holds exactly.
-fn element_writer(dtype: &DType) -> Result<ElementWriter, String> {
+fn element_writer(dtype: &NumpyDtype) -> Result<ElementWriter, String> {
     let big = dtype.byte_order() == ByteOrder::Big;
     let writer: ElementWriter = match (dtype.kind(), dtype.item_size(), big) {
-        (DTypeKind::Bool, 1, _) => |r, out| out.push((r & 1) as u8),
-        (DTypeKind::Int | DTypeKind::UInt, 1, _) => |r, out| out.push(r as u8),
-        (DTypeKind::Int | DTypeKind::UInt, 2, false) => {
+        (NumpyKind::Bool, 1, _) => |r, out| out.push((r & 1) as u8),
+        (NumpyKind::Int | NumpyKind::UInt, 1, _) => |r, out| out.push(r as u8),
+        (NumpyKind::Int | NumpyKind::UInt, 2, false) => {
             |r, out| out.extend((r as u16).to_le_bytes())
         }
-        (DTypeKind::Int | DTypeKind::UInt, 2, true) => {
+        (NumpyKind::Int | NumpyKind::UInt, 2, true) => {
             |r, out| out.extend((r as u16).to_be_bytes())
         }
-        (DTypeKind::Int | DTypeKind::UInt, 4, false) => {
+        (NumpyKind::Int | NumpyKind::UInt, 4, false) => {
             |r, out| out.extend((r as u32).to_le_bytes())
         }
-        (DTypeKind::Int | DTypeKind::UInt, 4, true) => {
+        (NumpyKind::Int | NumpyKind::UInt, 4, true) => {
             |r, out| out.extend((r as u32).to_be_bytes())
         }
-        (DTypeKind::Int | DTypeKind::UInt, 8, false) => |r, out| out.extend(r.to_le_bytes()),
-        (DTypeKind::Int | DTypeKind::UInt, 8, true) => |r, out| out.extend(r.to_be_bytes()),
-        (DTypeKind::Float, 2, false) => |r, out| out.extend(f16_bits(sixteenths(r)).to_le_bytes()),
-        (DTypeKind::Float, 2, true) => |r, out| out.extend(f16_bits(sixteenths(r)).to_be_bytes()),
-        (DTypeKind::Float, 4, false) => |r, out| out.extend((float_value(r) as f32).to_le_bytes()),
-        (DTypeKind::Float, 4, true) => |r, out| out.extend((float_value(r) as f32).to_be_bytes()),
-        (DTypeKind::Float, 8, false) => |r, out| out.extend(float_value(r).to_le_bytes()),
-        (DTypeKind::Float, 8, true) => |r, out| out.extend(float_value(r).to_be_bytes()),
+        (NumpyKind::Int | NumpyKind::UInt, 8, false) => |r, out| out.extend(r.to_le_bytes()),
+        (NumpyKind::Int | NumpyKind::UInt, 8, true) => |r, out| out.extend(r.to_be_bytes()),
+        (NumpyKind::Float, 2, false) => |r, out| out.extend(f16_bits(sixteenths(r)).to_le_bytes()),
+        (NumpyKind::Float, 2, true) => |r, out| out.extend(f16_bits(sixteenths(r)).to_be_bytes()),
+        (NumpyKind::Float, 4, false) => |r, out| out.extend((float_value(r) as f32).to_le_bytes()),
+        (NumpyKind::Float, 4, true) => |r, out| out.extend((float_value(r) as f32).to_be_bytes()),
+        (NumpyKind::Float, 8, false) => |r, out| out.extend(float_value(r).to_le_bytes()),
+        (NumpyKind::Float, 8, true) => |r, out| out.extend(float_value(r).to_be_bytes()),
         _ => {
             return Err(format!(
                 "synthetic ndarrays support bool, int, uint and float dtypes (got {})",
@@ -375,7 +375,7 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::{Kind, Spec, f16_bits};
-    use beton_io::{DType, FieldValue};
+    use beton_io::{FieldValue, NumpyDtype};
 
     #[test]
     fn float16_encoding_is_exact_for_sixteenths() {
@@ -424,7 +424,7 @@ mod tests {
             ("<u8", 8),
         ] {
             let spec = Spec {
-                dtype: descr.parse::<DType>().unwrap(),
+                dtype: descr.parse::<NumpyDtype>().unwrap(),
                 shape: vec![2, 3],
                 ..Spec::new(Kind::Ndarray)
             };

@@ -222,7 +222,7 @@ fn wide_file(dir: &Path, samples: u64) -> PathBuf {
     let path = dir.join("wide.beton");
     let spec = Spec {
         shape: vec![64 * 1024],
-        dtype: beton_io::DType::u8(),
+        dtype: beton_io::NumpyDtype::u8(),
         seed: 5,
         ..Spec::new(Kind::Ndarray)
     };

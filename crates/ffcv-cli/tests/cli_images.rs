@@ -4,7 +4,7 @@
 //! --kind jpeg` files that `ffcv dump` decodes, `ffcv dump --decoder` equal to FFCV's
 //! recorded crops and to the loader's first epoch; bad input exits 1.
 
-#[path = "../../ffcv/tests/image_variants/mod.rs"]
+#[path = "../../rgb-image/tests/image_variants/mod.rs"]
 mod image_variants;
 mod support;
 

@@ -137,7 +137,7 @@ fn write_file(dir: &Path) -> PathBuf {
     let path = dir.join("larger-than-limit.beton");
     let spec = Spec {
         shape: vec![SAMPLE_BYTES],
-        dtype: beton_io::DType::u8(),
+        dtype: beton_io::NumpyDtype::u8(),
         seed: 17,
         ..Spec::new(Kind::Ndarray)
     };

@@ -261,7 +261,7 @@ fn with_the_process_cache_the_default_buffer_is_the_loaders_budget_sized_one() {
     let path = dir.path().join("wide.beton");
     let spec = Spec {
         shape: vec![64 * 1024],
-        dtype: beton_io::DType::u8(),
+        dtype: beton_io::NumpyDtype::u8(),
         seed: 3,
         ..Spec::new(Kind::Ndarray)
     };

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use ffcv::format::{ByteOrder, DType, DTypeKind};
+use ffcv::format::{ByteOrder, NumpyDtype, NumpyKind};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -39,7 +39,7 @@ pub struct OutputView {
     /// Address of the first element (kept as a number: the memory is the batch's).
     ptr: usize,
     shape: Vec<usize>,
-    dtype: DType,
+    dtype: NumpyDtype,
     name: String,
     /// For a view of a device tensor: its CUDA ordinal and DLPack type.
     cuda: Option<CudaView>,
@@ -54,8 +54,8 @@ struct CudaView {
 }
 
 /// DLPack's type of a gpu-stage element type.
-fn gpu_dlpack_type(dtype: ffcv::gpu::Dtype) -> (u8, u8) {
-    use ffcv::gpu::Dtype as G;
+fn gpu_dlpack_type(dtype: ffcv::gpu::DeviceDtype) -> (u8, u8) {
+    use ffcv::gpu::DeviceDtype as G;
     match dtype {
         G::U8 => (dlpack::CODE_UINT, 8),
         G::I32 => (dlpack::CODE_INT, 32),
@@ -131,7 +131,8 @@ impl OutputView {
         let (code, bits) = gpu_dlpack_type(t.dtype);
         // gpu-stage names outputs it has no type for `U8` (the bytes copied as they are);
         // the host's type and shape then still describe them.
-        let host_typed = t.dtype == ffcv::gpu::Dtype::U8 && item != 1 && t.bytes == host_bytes;
+        let host_typed =
+            t.dtype == ffcv::gpu::DeviceDtype::U8 && item != 1 && t.bytes == host_bytes;
         let (code, bits) = match (host_typed, self.dlpack_type()) {
             (true, Ok(host)) => host,
             _ => {
@@ -149,10 +150,10 @@ impl OutputView {
 
     fn dlpack_type(&self) -> PyResult<(u8, u8)> {
         let code = match self.dtype.kind() {
-            DTypeKind::Int => dlpack::CODE_INT,
-            DTypeKind::UInt => dlpack::CODE_UINT,
-            DTypeKind::Float => dlpack::CODE_FLOAT,
-            DTypeKind::Bool => dlpack::CODE_BOOL,
+            NumpyKind::Int => dlpack::CODE_INT,
+            NumpyKind::UInt => dlpack::CODE_UINT,
+            NumpyKind::Float => dlpack::CODE_FLOAT,
+            NumpyKind::Bool => dlpack::CODE_BOOL,
             _ => {
                 return Err(PyBufferError::new_err(format!(
                     "output {:?}: dtype {} has no DLPack type",
@@ -178,8 +179,8 @@ impl OutputView {
     }
 }
 
-fn u64_dtype() -> DType {
-    DType::numeric(DTypeKind::UInt, 8, ByteOrder::Little).expect("u64 is a numeric dtype")
+fn u64_dtype() -> NumpyDtype {
+    NumpyDtype::numeric(NumpyKind::UInt, 8, ByteOrder::Little).expect("u64 is a numeric dtype")
 }
 
 #[pymethods]

@@ -7,7 +7,7 @@ use ffcv::decode::{
     BytesDecoder, CenterCropRGBImageDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder,
     RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
 };
-use ffcv::jit::DType;
+use ffcv::jit::ElemType;
 use ffcv::transforms;
 use ffcv::{Decoder, PipelineSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -63,13 +63,13 @@ fn range(
 }
 
 /// The pipeline-jit element type named by a NumPy dtype name.
-pub fn dtype(op: &str, name: &str) -> PyResult<DType> {
+pub fn dtype(op: &str, name: &str) -> PyResult<ElemType> {
     Ok(match name {
-        "uint8" | "u1" | "|u1" => DType::U8,
-        "int32" | "i4" | "<i4" => DType::I32,
-        "int64" | "i8" | "<i8" => DType::I64,
-        "float32" | "f4" | "<f4" => DType::F32,
-        "float64" | "f8" | "<f8" => DType::F64,
+        "uint8" | "u1" | "|u1" => ElemType::U8,
+        "int32" | "i4" | "<i4" => ElemType::I32,
+        "int64" | "i8" | "<i8" => ElemType::I64,
+        "float32" | "f4" | "<f4" => ElemType::F32,
+        "float64" | "f8" | "<f8" => ElemType::F64,
         other => {
             return Err(PyValueError::new_err(format!(
                 "{op}: dtype {other:?} is not supported here (uint8, int32, int64, float32, \
@@ -145,7 +145,7 @@ fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyRe
             }
             let t: String = param(name, params, "dtype", Some("float32".into()))?;
             let dt = dtype(name, &t)?;
-            if !matches!(dt, DType::F32 | DType::F64) {
+            if !matches!(dt, ElemType::F32 | ElemType::F64) {
                 return Err(PyValueError::new_err(format!(
                     "{name}: type {t:?} must be a float type"
                 )));

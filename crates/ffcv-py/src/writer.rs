@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use ffcv::format::{
-    DType, DatasetWriter, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, RgbImage,
+    DatasetWriter, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, NumpyDtype, RgbImage,
     SampleSource, SourceError,
 };
 use ffcv::image::{ImageMode, RgbImageEncoder, WriteMode};
@@ -213,7 +213,7 @@ fn column(
         let descr: String = get(name, params, "descr")?
             .ok_or_else(|| PyValueError::new_err(format!("field {name:?}: no dtype")))?;
         let shape: Vec<u64> = get(name, params, "shape")?.unwrap_or_default();
-        let dtype = DType::from_descr_json(descr.as_bytes())
+        let dtype = NumpyDtype::from_descr_json(descr.as_bytes())
             .map_err(|e| errors::config(py, format!("field {name:?}: dtype: {e}")))?;
         let n = shape
             .iter()

@@ -1,7 +1,7 @@
 """ffcv_rs.writer.DatasetWriter with write_mode='jpg' and one worker writes the file FFCV
 1.0.2 writes from the same images: its JPEGs are cv2.imencode's bytes.
 
-The reference hashes come from crates/ffcv/tests/data/libjpeg_enc/make_vectors.py (run in
+The reference hashes come from crates/rgb-image/tests/data/libjpeg_enc/make_vectors.py (run in
 the reference FFCV environment); the images are regenerated here by the same rules."""
 
 import hashlib
@@ -14,7 +14,7 @@ import pytest
 from ffcv_rs.fields import IntField, RGBImageField
 from ffcv_rs.writer import DatasetWriter
 
-VECTORS = (pathlib.Path(__file__).resolve().parents[2] / "ffcv" / "tests" / "data"
+VECTORS = (pathlib.Path(__file__).resolve().parents[2] / "rgb-image" / "tests" / "data"
            / "libjpeg_enc")
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

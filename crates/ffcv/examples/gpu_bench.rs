@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 
 use ffcv::decode::{NdArrayDecoder, RandomResizedCropRGBImageDecoder};
 use ffcv::format::{
-    DType, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, RgbImage, from_fn,
+    DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, RgbImage, from_fn,
 };
 use ffcv::gpu::gpu_stage::cudarc::driver::CudaStream;
 use ffcv::gpu::gpu_stage::{self, Device};
-use ffcv::gpu::{DeviceSpec, Dtype, GpuBatch, Normalize, ToDevice};
+use ffcv::gpu::{DeviceDtype, DeviceSpec, GpuBatch, Normalize, ToDevice};
 use ffcv::image::{SyntheticImageSpec, synthetic_jpeg};
 use ffcv::{Loader, Order, PipelineSpec};
 
@@ -156,7 +156,7 @@ fn h2d_in_loader(dev: &Device, device: DeviceSpec) -> Check {
     const BATCH: usize = 32;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("payload.beton");
-    let args = NdArrayArgs::new(DType::u8(), vec![ROW as u64]);
+    let args = NdArrayArgs::new(NumpyDtype::u8(), vec![ROW as u64]);
     DatasetWriter::new(
         &path,
         vec![FieldSpec::new("payload", FieldType::NdArray(args))],
@@ -289,7 +289,8 @@ fn end_to_end(dev: &Device, device: DeviceSpec, images: u64, epochs: usize) -> C
         "gpu_bench: wrote {images} JPEGs in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    let to_device = ToDevice::new(device).normalize("image", Normalize::imagenet(Dtype::F16), true);
+    let to_device =
+        ToDevice::new(device).normalize("image", Normalize::imagenet(DeviceDtype::F16), true);
     let mut loader = Loader::builder(&path)
         .batch_size(BATCH)
         .num_workers(-1)

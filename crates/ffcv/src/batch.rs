@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use beton_io::DType as NumpyDType;
+use beton_io::NumpyDtype;
 
+use crate::batch_slots::{Slot, SlotPool};
 use crate::decode::OutputKind;
 use crate::error::{Error, Result};
 use crate::memory::{Element, cast_slice, element_matches};
-use crate::slots::{Slot, SlotPool};
 
 /// One output of the loader's batches (one enabled field).
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +19,7 @@ pub struct OutputInfo {
     /// Shape of one sample's row (the batch dimension not included).
     pub shape: Vec<usize>,
     /// Element type (numpy's description).
-    pub dtype: NumpyDType,
+    pub dtype: NumpyDtype,
     /// What the rows hold.
     pub kind: OutputKind,
     /// Bytes of one row.
@@ -125,8 +125,11 @@ impl Batch {
         let n = self.len();
         Ok(BatchOutput {
             info,
-            bytes: &slot.buffers[i].as_bytes()[..n * info.row_bytes],
-            lengths: info.kind.has_lengths().then(|| &slot.lengths[i][..n]),
+            bytes: &slot.outputs[i].memory.as_bytes()[..n * info.row_bytes],
+            lengths: info
+                .kind
+                .has_lengths()
+                .then(|| &slot.outputs[i].lengths[..n]),
             len: n,
         })
     }

@@ -15,11 +15,12 @@ use page_cache::EpochContext;
 use rayon::prelude::*;
 
 use crate::batch::{Batch, OutputInfo};
+use crate::batch_slots::{OutputBuffer, Slot, SlotOutput};
 use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
 use crate::decode::{CopyRule, SampleInput, stored_extent};
 use crate::error::{Error, Result};
-use crate::loader::{FieldRunner, Loader, Shared, lock};
-use crate::slots::{Slot, SlotOutput};
+use crate::loader::Loader;
+use crate::run_state::{FieldRunner, Shared, lock};
 
 /// Samples per gather task: enough to amortise scheduling, small enough to balance.
 const GATHER_CHUNK: usize = 64;
@@ -279,7 +280,6 @@ fn produce(
     let outputs = Arc::clone(&lock(&shared.outputs));
     let bs = shared.batch_size;
     let sizes = slot_sizes(&shared.path, &outputs, bs)?;
-    let with_lengths: Vec<bool> = outputs.iter().map(|o| o.kind.has_lengths()).collect();
     let mut ctx = shared
         .cache
         .schedule_epoch(batches)
@@ -309,14 +309,11 @@ fn produce(
         ctx.start_batch(b)?;
         c.wait_pages_ns.fetch_add(nanos(t), Ordering::Relaxed);
 
-        let mut slot = shared
-            .slots
-            .take(&sizes, &with_lengths)
-            .map_err(|source| Error::Setup {
-                path: shared.path.clone(),
-                what: "batch slot memory",
-                source,
-            })?;
+        let mut slot = shared.slots.take(&sizes).map_err(|source| Error::Setup {
+            path: shared.path.clone(),
+            what: "batch slot memory",
+            source,
+        })?;
         let t = Instant::now();
         let filled =
             tracing::debug_span!("fill", epoch, batch = b, samples = ids.len()).in_scope(|| {
@@ -333,7 +330,7 @@ fn produce(
             });
         if let Err(e) = filled {
             // Rows may hold bytes the dirty marks do not know about.
-            slot.dirty.iter_mut().for_each(Vec::clear);
+            slot.outputs.iter_mut().for_each(|o| o.dirty.clear());
             shared.slots.give_back(slot);
             return Err(e);
         }
@@ -341,15 +338,15 @@ fn produce(
 
         if let Some(stage) = shared.slots.stage() {
             // The stage may write the rows in place.
-            slot.dirty.iter_mut().for_each(Vec::clear);
+            slot.outputs.iter_mut().for_each(|o| o.dirty.clear());
             let n = ids.len();
             let mut views: Vec<SlotOutput<'_>> = slot
-                .buffers
+                .outputs
                 .iter_mut()
                 .zip(outputs.iter())
                 .map(|(buf, o)| SlotOutput {
                     name: &o.name,
-                    bytes: &mut buf.as_bytes_mut()[..n * o.row_bytes],
+                    bytes: &mut buf.memory.as_bytes_mut()[..n * o.row_bytes],
                     samples: n,
                 })
                 .collect();
@@ -518,35 +515,36 @@ fn fill(
 ) -> Result<()> {
     let n = ids.len();
     let chunk = chunk_samples(plans, n, shared.pool.current_num_threads());
-    for (lengths, p) in slot.lengths.iter_mut().zip(plans) {
-        lengths.clear();
+    for (out, p) in slot.outputs.iter_mut().zip(plans) {
+        out.lengths.clear();
         if p.lengths {
-            lengths.resize(n, 0);
+            out.lengths.resize(n, 0);
         }
-    }
-    for ((dirty, p), buf) in slot.dirty.iter_mut().zip(plans).zip(&slot.buffers) {
         if p.copy == Some(CopyRule::Padded) && p.row_bytes > 0 {
-            let rows = buf.as_bytes().len() / p.row_bytes;
-            if dirty.len() != rows {
-                dirty.clear();
-                dirty.resize(rows, p.row_bytes as u64);
+            let rows = out.memory.as_bytes().len() / p.row_bytes;
+            if out.dirty.len() != rows {
+                out.dirty.clear();
+                out.dirty.resize(rows, p.row_bytes as u64);
             }
         } else {
-            dirty.clear();
+            out.dirty.clear();
         }
     }
     // Split every field's destination into chunks, then group the chunks by sample range
     // so that one task reads each sample's metadata row once for all fields.
     let mut tasks: Vec<Vec<Dest<'_>>> = Vec::with_capacity(n.div_ceil(chunk));
-    for ((((p, buf), rec), lengths), dirty) in plans
+    for ((p, out), rec) in plans
         .iter()
-        .zip(slot.buffers.iter_mut())
+        .zip(slot.outputs.iter_mut())
         .zip(records.iter_mut())
-        .zip(slot.lengths.iter_mut())
-        .zip(slot.dirty.iter_mut())
     {
+        let OutputBuffer {
+            memory,
+            lengths,
+            dirty,
+        } = out;
         let (rows, width) = if p.copy.is_some() {
-            (&mut buf.as_bytes_mut()[..n * p.row_bytes], p.row_bytes)
+            (&mut memory.as_bytes_mut()[..n * p.row_bytes], p.row_bytes)
         } else {
             (&mut rec[..n * RECORD_BYTES], RECORD_BYTES)
         };
@@ -591,13 +589,13 @@ fn fill(
         .collect();
     if !run.is_empty() {
         let mut bufs: Vec<Option<&mut [u8]>> = slot
-            .buffers
+            .outputs
             .iter_mut()
             .zip(plans)
             .map(|(b, p)| {
                 p.copy
                     .is_none()
-                    .then(|| &mut b.as_bytes_mut()[..n * p.row_bytes])
+                    .then(|| &mut b.memory.as_bytes_mut()[..n * p.row_bytes])
             })
             .collect();
         let jobs: Vec<(usize, &mut [u8])> = bufs
@@ -610,7 +608,7 @@ fn fill(
                 .map(|(i, out)| {
                     let f = &fields[i];
                     f.executor
-                        .run(pipeline_jit::Batch {
+                        .run(pipeline_jit::BatchBuffers {
                             sample_ids: ids,
                             input: &records[i][..n * RECORD_BYTES],
                             output: out,

@@ -62,11 +62,11 @@ use gpu_stage::cudarc::driver::{CudaEvent, CudaStream, sys};
 use gpu_stage::{Device, FillingSlot, OutputSpec, Stage, StageConfig, StagedBatch};
 use rand_core::{RngCore, SeedableRng};
 
-pub use gpu_stage::{self, DeviceSpec, Dtype, Normalize};
+pub use gpu_stage::{self, DeviceDtype, DeviceSpec, Normalize};
 
 use crate::batch::OutputInfo;
+use crate::batch_slots::{Attachment, SlotOutput, SlotStage};
 use crate::memory::{SlotAllocator, SlotMemory};
-use crate::slots::{Attachment, SlotOutput, SlotStage};
 
 /// What the loader's `ToDevice` stage does: the device, and which image outputs are
 /// normalized (and flipped) on it. Every other output is copied as it is.
@@ -145,7 +145,7 @@ pub struct GpuTensor {
     pub shape: Vec<usize>,
     /// Element type on the device (`U8` for outputs whose numpy type gpu-stage has no name
     /// for; their shape then ends with the item size).
-    pub dtype: Dtype,
+    pub dtype: DeviceDtype,
     /// Bytes the view covers.
     pub bytes: usize,
 }
@@ -252,14 +252,14 @@ fn lock(m: &Mutex<Registry>) -> MutexGuard<'_, Registry> {
 }
 
 /// gpu-stage's element type for a loader output's numpy type, if it has one.
-fn stage_dtype(info: &OutputInfo) -> Option<Dtype> {
+fn stage_dtype(info: &OutputInfo) -> Option<DeviceDtype> {
     let t = crate::decode::pipeline_dtype(&info.dtype)?;
     Some(match t {
-        pipeline_jit::DType::U8 => Dtype::U8,
-        pipeline_jit::DType::I32 => Dtype::I32,
-        pipeline_jit::DType::I64 => Dtype::I64,
-        pipeline_jit::DType::F32 => Dtype::F32,
-        pipeline_jit::DType::F64 => Dtype::F64,
+        pipeline_jit::ElemType::U8 => DeviceDtype::U8,
+        pipeline_jit::ElemType::I32 => DeviceDtype::I32,
+        pipeline_jit::ElemType::I64 => DeviceDtype::I64,
+        pipeline_jit::ElemType::F32 => DeviceDtype::F32,
+        pipeline_jit::ElemType::F64 => DeviceDtype::F64,
     })
 }
 
@@ -295,7 +295,7 @@ impl GpuStage {
             let (spec_o, flip) = match image {
                 Some((_, img)) => {
                     let (h, w, c) = match (stage_dtype(o), o.shape.as_slice()) {
-                        (Some(Dtype::U8), &[h, w, c]) => (h, w, c),
+                        (Some(DeviceDtype::U8), &[h, w, c]) => (h, w, c),
                         _ => {
                             return Err(bad(
                                 &o.name,
@@ -325,7 +325,7 @@ impl GpuStage {
                     let spec_o = match stage_dtype(o) {
                         Some(d) => OutputSpec::raw(&o.name, d, &o.shape),
                         // Types gpu-stage has no name for travel as bytes.
-                        None => OutputSpec::raw(&o.name, Dtype::U8, &[o.row_bytes]),
+                        None => OutputSpec::raw(&o.name, DeviceDtype::U8, &[o.row_bytes]),
                     };
                     (spec_o, false)
                 }

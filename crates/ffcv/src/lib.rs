@@ -22,14 +22,14 @@
 //!   ([`decode::parse_field_decoder`]), or [`LoaderBuilder::disable`] the field).
 //! - [`transforms`] names FFCV's transforms (`ToTensor`, `NormalizeImage`,
 //!   `RandomHorizontalFlip`, `Cutout`, `RandomTranslate`, `ReplaceLabel`, `Poison`, ...).
-//! - [`image`] holds JPEG decoding, FFCV's crop rules, `INTER_AREA` resizing and
-//!   `RGBImageField` encoding.
+//! - [`image`] (the `rgb-image` crate) holds JPEG decoding, FFCV's crop rules,
+//!   `INTER_AREA` resizing and `RGBImageField` encoding.
 //! - [`LoaderState`] is the loader's position inside an epoch ([`EpochIter::state`],
 //!   [`Loader::state`]), JSON-serializable; [`LoaderBuilder::resume`] continues from it
 //!   byte for byte with the same world size, or splits the epoch's remaining samples among
 //!   another number of ranks (`docs/resume.md`).
 //! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
-//!   [`page_cache`], [`jit`] (pipeline-jit).
+//!   [`page_cache`], [`jit`] (pipeline-jit), [`image`] (rgb-image).
 //!
 //! # Example
 //!
@@ -60,31 +60,32 @@
 //! ```
 
 mod batch;
+mod batch_slots;
 mod cpus;
 pub mod decode;
 mod epoch;
 mod error;
 pub mod gpu;
-pub mod image;
 mod loader;
 mod memory;
 pub mod quasi_buffer;
 mod resume;
-mod slots;
+mod run_state;
 pub mod transform_spec;
 pub mod transforms;
 
 pub use beton_io as format;
 pub use page_cache;
 pub use pipeline_jit as jit;
+pub use rgb_image as image;
 pub use traversal;
 
 pub use batch::{Batch, BatchOutput, OutputInfo, TypedView};
+pub use batch_slots::{Attachment, SlotOutput, SlotStage};
 pub use cpus::affinity_cpus;
 pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
 pub use epoch::EpochIter;
 pub use error::{Error, Result};
-pub use loader::{FieldValue, Loader, LoaderBuilder, LoaderStats, Order};
+pub use loader::{FilterValue, Loader, LoaderBuilder, LoaderStats, Order};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
 pub use resume::{LoaderState, STATE_FORMAT_VERSION};
-pub use slots::{Attachment, SlotOutput, SlotStage};

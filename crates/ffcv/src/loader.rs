@@ -1,27 +1,25 @@
-//! The loader: a builder with every FFCV knob, the per-field pipelines, and the state the
-//! epoch iterator's producer thread works on.
+//! The loader: the builder with every FFCV knob, which plans the per-field pipelines and
+//! builds the run state (`run_state.rs`) the epoch iterator's producer thread works on,
+//! and the [`Loader`] handle.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use beton_io::{FieldMetadata, FieldType, Reader};
+use beton_io::{FieldMetadata, Reader};
 use page_cache::{CacheConfig, PageCache};
-use pipeline_jit::{Executor, Pipeline};
 use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, TraversalOrder};
 
 use crate::batch::OutputInfo;
-use crate::decode::kernel::{DecoderContext, DecoderOp, record_state};
-use crate::decode::{
-    DecoderChoice, FieldInfo, OutputKind, PipelineSpec, default_decoder, numpy_dtype,
-};
+use crate::batch_slots::{SlotPool, SlotStage};
+use crate::decode::{DecoderChoice, PipelineSpec, default_decoder};
 use crate::epoch::EpochIter;
 use crate::error::{Error, Result};
 use crate::memory::{HeapAllocator, SlotAllocator};
-use crate::slots::{SlotPool, SlotStage};
+use crate::run_state::{Counters, FieldRunner, Shared, lock};
 
 /// The sample order of each epoch.
 #[derive(Clone)]
@@ -68,7 +66,7 @@ impl From<OrderKind> for Order {
 
 /// A field's value as [`Loader::filter`]'s predicate sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum FieldValue<'a> {
+pub enum FilterValue<'a> {
     /// An Int field.
     Int(i64),
     /// A Float field.
@@ -91,8 +89,8 @@ pub struct LoaderBuilder {
     world_size: usize,
     seed: Option<u64>,
     indices: Option<Vec<u64>>,
-    pipelines: HashMap<String, DecoderChoice>,
-    transforms: HashMap<String, PipelineSpec>,
+    decoders: HashMap<String, DecoderChoice>,
+    pipelines: HashMap<String, PipelineSpec>,
     drop_last: bool,
     batches_ahead: usize,
     recompile: bool,
@@ -135,8 +133,8 @@ impl LoaderBuilder {
             world_size: 1,
             seed: None,
             indices: None,
+            decoders: HashMap::new(),
             pipelines: HashMap::new(),
-            transforms: HashMap::new(),
             drop_last: true,
             batches_ahead: 3,
             recompile: false,
@@ -247,8 +245,8 @@ impl LoaderBuilder {
     /// The pipeline of field `field`: a decoder and transforms.
     pub fn pipeline(mut self, field: impl Into<String>, spec: PipelineSpec) -> Self {
         let field = field.into();
-        self.pipelines.remove(&field);
-        self.transforms.insert(field, spec);
+        self.decoders.remove(&field);
+        self.pipelines.insert(field, spec);
         self
     }
 
@@ -256,8 +254,8 @@ impl LoaderBuilder {
     /// transforms); what `--decoder FIELD=SPEC` sets.
     pub fn decoder(mut self, field: impl Into<String>, choice: DecoderChoice) -> Self {
         let field = field.into();
-        self.transforms.remove(&field);
-        self.pipelines.insert(field, choice);
+        self.pipelines.remove(&field);
+        self.decoders.insert(field, choice);
         self
     }
 
@@ -419,11 +417,7 @@ impl LoaderBuilder {
         if !self.cache.os_cache && self.cache.reader_threads == 0 {
             return Err(self.config_error("reader_threads must be at least 1"));
         }
-        let known: Vec<&String> = self
-            .pipelines
-            .keys()
-            .chain(self.transforms.keys())
-            .collect();
+        let known: Vec<&String> = self.decoders.keys().chain(self.pipelines.keys()).collect();
 
         let reader = match &self.reader {
             Some(r) => Arc::clone(r),
@@ -664,133 +658,6 @@ fn draw_seed() -> u64 {
     h.finish() & 0xFFFF_FFFF
 }
 
-/// One enabled field: its decoder's kernel context, its executor and its output.
-pub(crate) struct FieldRunner {
-    pub(crate) field: usize,
-    pub(crate) field_type: FieldType,
-    pub(crate) spec: PipelineSpec,
-    pub(crate) context: Arc<DecoderContext>,
-    pub(crate) executor: Executor,
-    pub(crate) output: OutputInfo,
-    max_image_pixels: u64,
-}
-
-impl FieldRunner {
-    /// Declares the decoder for the field and builds the pipeline over records.
-    fn declare(
-        reader: &Reader,
-        field: usize,
-        spec: &PipelineSpec,
-        max_image_pixels: u64,
-    ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
-        let f = &reader.fields()[field];
-        let info = FieldInfo {
-            reader,
-            index: field,
-            field: f,
-            max_image_pixels,
-        };
-        let bad = |reason: String| Error::Config {
-            path: reader.path().to_owned(),
-            reason: format!("field {:?}: {}: {reason}", f.name, spec.decoder.name()),
-        };
-        let out = spec.decoder.declare(&info).map_err(bad)?;
-        let row_bytes = out
-            .row_bytes()
-            .ok_or_else(|| bad(format!("output shape {:?} exceeds memory", out.shape)))?;
-        if out.state.bytes().ok() != Some(row_bytes) {
-            return Err(bad(format!(
-                "declared state {:?} does not hold the {row_bytes} bytes of shape {:?} {}",
-                out.state,
-                out.shape,
-                out.dtype.descr()
-            )));
-        }
-        let op = DecoderOp::new(
-            Arc::clone(&spec.decoder),
-            out.clone(),
-            row_bytes,
-            max_image_pixels,
-        );
-        let context = op.context();
-        let mut pipeline = Pipeline::new(record_state()).then(op);
-        for t in &spec.transforms {
-            pipeline.push(Arc::clone(t));
-        }
-        let output = if spec.transforms.is_empty() {
-            OutputInfo {
-                name: f.name.clone(),
-                field,
-                shape: out.shape,
-                dtype: out.dtype,
-                kind: out.kind,
-                row_bytes,
-            }
-        } else {
-            let plan = pipeline.plan().map_err(|source| Error::Pipeline {
-                path: reader.path().to_owned(),
-                field: f.name.clone(),
-                source,
-            })?;
-            let state = plan.output();
-            OutputInfo {
-                name: f.name.clone(),
-                field,
-                shape: state.shape.clone(),
-                dtype: numpy_dtype(state.dtype),
-                kind: OutputKind::Array,
-                row_bytes: plan.output_bytes(),
-            }
-        };
-        Ok((pipeline, context, output))
-    }
-
-    fn new(
-        reader: &Reader,
-        field: usize,
-        spec: PipelineSpec,
-        compile: bool,
-        pool: &Arc<rayon::ThreadPool>,
-        max_image_pixels: u64,
-    ) -> Result<FieldRunner> {
-        let (pipeline, context, output) =
-            FieldRunner::declare(reader, field, &spec, max_image_pixels)?;
-        let executor =
-            Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
-                Error::Pipeline {
-                    path: reader.path().to_owned(),
-                    field: output.name.clone(),
-                    source,
-                }
-            })?;
-        Ok(FieldRunner {
-            field,
-            field_type: reader.fields()[field].field_type.clone(),
-            spec,
-            context,
-            executor,
-            output,
-            max_image_pixels,
-        })
-    }
-
-    /// `recompile`: declares again and regenerates the code.
-    pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
-        let (pipeline, context, output) =
-            FieldRunner::declare(reader, self.field, &self.spec, self.max_image_pixels)?;
-        self.executor
-            .rebuild(&pipeline)
-            .map_err(|source| Error::Pipeline {
-                path: reader.path().to_owned(),
-                field: output.name.clone(),
-                source,
-            })?;
-        self.context = context;
-        self.output = output;
-        Ok(())
-    }
-}
-
 fn plan_fields(
     reader: &Reader,
     b: &LoaderBuilder,
@@ -798,10 +665,10 @@ fn plan_fields(
 ) -> Result<Vec<FieldRunner>> {
     let mut runners = Vec::new();
     for (index, field) in reader.fields().iter().enumerate() {
-        let spec = if let Some(spec) = b.transforms.get(&field.name) {
+        let spec = if let Some(spec) = b.pipelines.get(&field.name) {
             spec.clone()
         } else {
-            let decoder = match b.pipelines.get(&field.name) {
+            let decoder = match b.decoders.get(&field.name) {
                 Some(DecoderChoice::Disabled) => continue,
                 Some(DecoderChoice::Decoder(d)) => Arc::clone(d),
                 Some(DecoderChoice::Default) | None => default_decoder(&field.field_type)
@@ -823,52 +690,6 @@ fn plan_fields(
         )?);
     }
     Ok(runners)
-}
-
-/// Counters the producer updates.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) epochs: AtomicU64,
-    pub(crate) batches: AtomicU64,
-    pub(crate) samples: AtomicU64,
-    pub(crate) payload_bytes: AtomicU64,
-    pub(crate) wait_pages_ns: AtomicU64,
-    pub(crate) decode_ns: AtomicU64,
-    pub(crate) wait_slot_ns: AtomicU64,
-    pub(crate) slot_stage_ns: AtomicU64,
-    /// Updated by the consumer's thread ([`EpochIter`]'s `next`), not the producer's.
-    pub(crate) consumer_wait_ns: AtomicU64,
-}
-
-/// What the producer thread of an epoch shares with the loader.
-pub(crate) struct Shared {
-    pub(crate) path: PathBuf,
-    pub(crate) reader: Arc<Reader>,
-    pub(crate) cache: PageCache,
-    pub(crate) order: Arc<dyn TraversalOrder>,
-    pub(crate) indices: Vec<u64>,
-    pub(crate) batch_size: usize,
-    pub(crate) num_workers: usize,
-    pub(crate) seed: u64,
-    pub(crate) drop_last: bool,
-    pub(crate) batches_ahead: usize,
-    pub(crate) recompile: bool,
-    pub(crate) pool: Arc<rayon::ThreadPool>,
-    pub(crate) fields: Mutex<Vec<FieldRunner>>,
-    pub(crate) outputs: Mutex<Arc<[OutputInfo]>>,
-    pub(crate) slots: Arc<SlotPool>,
-    /// The GPU stage built from [`LoaderBuilder::device`], kept for its copy counters.
-    pub(crate) gpu: Option<crate::gpu::GpuStage>,
-    pub(crate) counters: Counters,
-    pub(crate) live_producers: Arc<AtomicUsize>,
-    /// What a [`crate::LoaderState`] records of this loader.
-    pub(crate) resume: crate::resume::ResumeContext,
-    /// The process cache's `prefetch_ahead` (for the memory guard's advice).
-    pub(crate) prefetch_ahead: usize,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Counters of a loader, summed over its epochs.
@@ -1063,7 +884,7 @@ impl Loader {
     pub fn filter(
         &self,
         field: &str,
-        mut predicate: impl FnMut(FieldValue<'_>) -> bool,
+        mut predicate: impl FnMut(FilterValue<'_>) -> bool,
     ) -> Result<Loader> {
         let reader = &self.shared.reader;
         let index = reader.field_index(field).ok_or_else(|| Error::Config {
@@ -1080,9 +901,9 @@ impl Loader {
         let mut keep = Vec::new();
         for &sample in &self.shared.indices {
             let value = match reader.metadata(sample, index)? {
-                FieldMetadata::Int(v) => FieldValue::Int(v),
-                FieldMetadata::Float(v) => FieldValue::Float(v),
-                _ => FieldValue::Data(reader.field_data(sample, index)?.unwrap_or_default()),
+                FieldMetadata::Int(v) => FilterValue::Int(v),
+                FieldMetadata::Float(v) => FilterValue::Float(v),
+                _ => FilterValue::Data(reader.field_data(sample, index)?.unwrap_or_default()),
             };
             if predicate(value) {
                 keep.push(sample);

@@ -6,7 +6,7 @@
 //! This module holds the crate's unsafe code outside the decoder kernel: the aligned
 //! buffer and the cast of bytes to plain numbers.
 
-use beton_io::{ByteOrder, DTypeKind};
+use beton_io::{ByteOrder, NumpyKind};
 
 /// One output buffer of a slot. Implementations must give at least 16-byte aligned
 /// memory (64 recommended) that stays at the same address while the value lives.
@@ -98,7 +98,7 @@ mod sealed {
 /// value and there is no padding.
 pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     /// numpy's kind of this type.
-    const KIND: DTypeKind;
+    const KIND: NumpyKind;
     /// Bytes per element.
     const SIZE: u64;
 }
@@ -107,7 +107,7 @@ macro_rules! element {
     ($($t:ty => $kind:ident),*) => {$(
         impl sealed::Sealed for $t {}
         impl Element for $t {
-            const KIND: DTypeKind = DTypeKind::$kind;
+            const KIND: NumpyKind = NumpyKind::$kind;
             const SIZE: u64 = std::mem::size_of::<$t>() as u64;
         }
     )*};
@@ -116,7 +116,7 @@ element!(u8 => UInt, i8 => Int, u16 => UInt, i16 => Int, u32 => UInt, i32 => Int
          u64 => UInt, i64 => Int, f32 => Float, f64 => Float);
 
 /// Whether values of numpy type `dtype` can be read as `T` on this machine.
-pub(crate) fn element_matches<T: Element>(dtype: &beton_io::DType) -> bool {
+pub(crate) fn element_matches<T: Element>(dtype: &beton_io::NumpyDtype) -> bool {
     let order_ok = match dtype.byte_order() {
         ByteOrder::NotApplicable => true,
         ByteOrder::Little => cfg!(target_endian = "little"),

@@ -152,7 +152,7 @@ impl QuasiPlan<'_> {
 /// QuasiRandom the buffer (and the largest one that fits the error's budget), for the
 /// others QuasiRandom; never the order in use.
 pub(crate) fn with_budget_fix(
-    shared: &crate::loader::Shared,
+    shared: &crate::run_state::Shared,
     error: page_cache::Error,
 ) -> page_cache::Error {
     let page_cache::Error::MemoryBudget { budget, .. } = &error else {

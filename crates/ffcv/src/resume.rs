@@ -18,7 +18,7 @@ use traversal::{Distributed, ElasticEpoch, OrderKind, OrderSpec, Pool, SamplePag
 use beton_io::Reader;
 
 use crate::error::{Error, Result};
-use crate::loader::{FieldRunner, Shared};
+use crate::run_state::{FieldRunner, Shared};
 
 /// The newest state format this build writes and reads.
 pub const STATE_FORMAT_VERSION: u32 = 1;

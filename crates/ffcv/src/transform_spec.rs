@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use pipeline_jit::{DType, Operation};
+use pipeline_jit::{ElemType, Operation};
 
 use crate::decode::{DecoderChoice, PipelineSpec, default_decoder};
 use crate::transforms::{self, IMAGENET_MEAN, IMAGENET_STD};
@@ -218,10 +218,10 @@ fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, Unknown
         ));
     }
     let dt = match ty {
-        None => DType::F32,
+        None => ElemType::F32,
         Some(t) => dtype(op, t)?,
     };
-    if !matches!(dt, DType::F32 | DType::F64) {
+    if !matches!(dt, ElemType::F32 | ElemType::F64) {
         return Err(UnknownTransform::new(
             op,
             format!("normalize writes floats; {dt:?} is not f32 or f64"),
@@ -264,13 +264,13 @@ fn positive(op: &str, what: &str, text: &str) -> Result<usize, UnknownTransform>
     Ok(n)
 }
 
-fn dtype(op: &str, text: &str) -> Result<DType, UnknownTransform> {
+fn dtype(op: &str, text: &str) -> Result<ElemType, UnknownTransform> {
     Ok(match text {
-        "u8" | "uint8" => DType::U8,
-        "i32" | "int32" => DType::I32,
-        "i64" | "int64" => DType::I64,
-        "f32" | "float32" => DType::F32,
-        "f64" | "float64" => DType::F64,
+        "u8" | "uint8" => ElemType::U8,
+        "i32" | "int32" => ElemType::I32,
+        "i64" | "int64" => ElemType::I64,
+        "f32" | "float32" => ElemType::F32,
+        "f64" | "float64" => ElemType::F64,
         "f16" | "float16" => {
             return Err(UnknownTransform::new(
                 op,

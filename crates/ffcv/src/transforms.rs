@@ -12,13 +12,13 @@
 //! ```
 //! use ffcv::decode::CenterCropRGBImageDecoder;
 //! use ffcv::transforms::{self, IMAGENET_MEAN, IMAGENET_STD};
-//! use ffcv::jit::DType;
+//! use ffcv::jit::ElemType;
 //! use ffcv::{Loader, PipelineSpec};
 //!
 //! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/images_jpg.beton");
 //! let image = PipelineSpec::new(CenterCropRGBImageDecoder::new((32, 32), 224.0 / 256.0))
 //!     .then(transforms::random_horizontal_flip(0.5))
-//!     .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, DType::F32))
+//!     .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, ElemType::F32))
 //!     .then(transforms::to_torch_image());
 //! let mut loader = Loader::builder(path).batch_size(8).seed(1).pipeline("image", image).build()?;
 //! let batch = loader.iter().next().unwrap()?;
@@ -29,7 +29,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use pipeline_jit::{DType, KernelArgs, Lowered, NativeKernel, Operation, State};
+use pipeline_jit::{ElemType, KernelArgs, Lowered, NativeKernel, Operation, State};
 
 pub use pipeline_jit::ops::{
     Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
@@ -54,14 +54,14 @@ pub fn to_torch_image() -> ToChw {
 }
 
 /// FFCV's `Convert(dtype)` (Rust `as` semantics: floats to integers saturate).
-pub fn convert(dtype: DType) -> Convert {
+pub fn convert(dtype: ElemType) -> Convert {
     Convert(dtype)
 }
 
 /// FFCV's `NormalizeImage(mean, std, type)`: `(x - mean[c]) / std[c]` per channel of an
 /// `[H, W, 3]` image, as `dtype` (`F32` or `F64`); for `u8` input through a 256-entry table
 /// per channel as FFCV does.
-pub fn normalize_image(mean: [f64; 3], std: [f64; 3], dtype: DType) -> NormalizeImage {
+pub fn normalize_image(mean: [f64; 3], std: [f64; 3], dtype: ElemType) -> NormalizeImage {
     NormalizeImage {
         mean: mean.to_vec(),
         std: std.to_vec(),
@@ -139,8 +139,8 @@ impl Operation for ReplaceLabel {
             ));
         }
         let width = match input.dtype {
-            DType::I64 => 8,
-            DType::I32 => {
+            ElemType::I64 => 8,
+            ElemType::I32 => {
                 if i32::try_from(self.context.new_label).is_err() {
                     return Err(format!(
                         "label {} does not fit the i32 rows",
@@ -280,8 +280,8 @@ impl Operation for Poison {
             ));
         }
         let bytes = match input.dtype {
-            DType::U8 => true,
-            DType::F32 => false,
+            ElemType::U8 => true,
+            ElemType::F32 => false,
             other => return Err(format!("poisons u8 or f32 images, not {other:?}")),
         };
         let context = Arc::new(PoisonContext {

@@ -7,10 +7,12 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use ffcv::decode::{BytesDecoder, IntDecoder, NdArrayDecoder};
-use ffcv::format::{DType, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, from_fn};
+use ffcv::format::{
+    DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, from_fn,
+};
 use ffcv::gpu::gpu_stage::{self, Device, ImageShape, normalize_reference};
-use ffcv::gpu::{DeviceSpec, Dtype, GpuBatch, Normalize, ToDevice};
-use ffcv::jit::DType as JitDType;
+use ffcv::gpu::{DeviceDtype, DeviceSpec, GpuBatch, Normalize, ToDevice};
+use ffcv::jit::ElemType;
 use ffcv::jit::ops::{NormalizeImage, ToChw};
 use ffcv::{Loader, PipelineSpec};
 
@@ -21,7 +23,7 @@ const SAMPLES: u64 = 100;
 /// A file with an Int label, variable-length bytes and a u8 `[H, W, 3]` image per sample.
 fn dataset(dir: &Path) -> PathBuf {
     let path = dir.join("gpu.beton");
-    let image = NdArrayArgs::new(DType::u8(), vec![H as u64, W as u64, 3]);
+    let image = NdArrayArgs::new(NumpyDtype::u8(), vec![H as u64, W as u64, 3]);
     DatasetWriter::new(
         &path,
         vec![
@@ -122,7 +124,7 @@ fn a_bad_image_configuration_is_refused_before_the_device_is_opened() {
         (
             ToDevice::new(DeviceSpec::Cuda(0)).normalize(
                 "label",
-                Normalize::imagenet(Dtype::F32),
+                Normalize::imagenet(DeviceDtype::F32),
                 false,
             ),
             "output \"label\": normalizing on the device needs u8 [H, W, C] rows, not <i8 [1]",
@@ -130,7 +132,7 @@ fn a_bad_image_configuration_is_refused_before_the_device_is_opened() {
         (
             ToDevice::new(DeviceSpec::Cuda(0)).normalize(
                 "nope",
-                Normalize::imagenet(Dtype::F32),
+                Normalize::imagenet(DeviceDtype::F32),
                 false,
             ),
             "output \"nope\": no such output (the batches have: label, blob, image)",
@@ -138,7 +140,7 @@ fn a_bad_image_configuration_is_refused_before_the_device_is_opened() {
         (
             ToDevice::new(DeviceSpec::Cuda(0)).normalize(
                 "image",
-                Normalize::convert_only(4, Dtype::F16),
+                Normalize::convert_only(4, DeviceDtype::F16),
                 false,
             ),
             "output \"image\": 3 channels but 4 normalize means",
@@ -170,7 +172,7 @@ fn gpu_batches_equal_the_cpu_batches() {
     for ahead in 1..=4 {
         let td = ToDevice::new(DeviceSpec::Cuda(0)).normalize(
             "image",
-            Normalize::imagenet(Dtype::F16),
+            Normalize::imagenet(DeviceDtype::F16),
             true,
         );
         let mut loader = builder(&path, ahead).to_device(td).build().unwrap();
@@ -200,7 +202,7 @@ fn gpu_batches_equal_the_cpu_batches() {
                 }
                 let t = g.tensor("image").unwrap();
                 assert_eq!(t.shape, vec![n, 3, H, W]);
-                assert_eq!(t.dtype, Dtype::F16);
+                assert_eq!(t.dtype, DeviceDtype::F16);
                 let flips = g.flips("image").unwrap();
                 assert_eq!(flips.len(), n);
                 let table = g.stage().stage().normalize_table(2).unwrap();
@@ -275,7 +277,7 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dataset(dir.path());
-    let norm = Normalize::imagenet(Dtype::F32);
+    let norm = Normalize::imagenet(DeviceDtype::F32);
     let mut cpu = builder(&path, 2)
         .compile(false)
         .pipeline(
@@ -284,7 +286,7 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
                 .then(NormalizeImage {
                     mean: norm.mean.clone(),
                     std: norm.std.clone(),
-                    dtype: JitDType::F32,
+                    dtype: ElemType::F32,
                 })
                 .then(ToChw),
         )
@@ -297,10 +299,10 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
     let mut worst = [0f64; 3];
     let mut values = 0usize;
     for (dtype, flip) in [
-        (Dtype::F32, false),
-        (Dtype::F32, true),
-        (Dtype::F16, false),
-        (Dtype::Bf16, true),
+        (DeviceDtype::F32, false),
+        (DeviceDtype::F32, true),
+        (DeviceDtype::F16, false),
+        (DeviceDtype::Bf16, true),
     ] {
         let td = ToDevice::new(DeviceSpec::Cuda(0)).normalize(
             "image",
@@ -329,7 +331,7 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
                             let src_x = if mirrored { W - 1 - x } else { x };
                             let cpu_v = want[((s * 3 + c) * H + y) * W + src_x];
                             let got = match dtype {
-                                Dtype::F32 => {
+                                DeviceDtype::F32 => {
                                     let v = f32::from_le_bytes(
                                         dev[o * 4..o * 4 + 4].try_into().unwrap(),
                                     );
@@ -340,9 +342,9 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
                                     );
                                     f64::from(v)
                                 }
-                                Dtype::F16 | Dtype::Bf16 => {
+                                DeviceDtype::F16 | DeviceDtype::Bf16 => {
                                     let bits = u16::from_le_bytes([dev[o * 2], dev[o * 2 + 1]]);
-                                    let (v, ulp) = if dtype == Dtype::F16 {
+                                    let (v, ulp) = if dtype == DeviceDtype::F16 {
                                         let v = gpu_stage::f16_bits_to_f64(bits);
                                         (v, f16_ulp_at(f64::from(cpu_v)))
                                     } else {
@@ -360,8 +362,8 @@ fn gpu_normalize_equals_the_cpu_interpreter() {
                                 other => panic!("unexpected dtype {other}"),
                             };
                             let idx = match dtype {
-                                Dtype::F32 => 0,
-                                Dtype::F16 => 1,
+                                DeviceDtype::F32 => 0,
+                                DeviceDtype::F16 => 1,
                                 _ => 2,
                             };
                             worst[idx] = worst[idx].max((got - f64::from(cpu_v)).abs());
@@ -389,7 +391,7 @@ fn gpu_device_memory_is_flat_over_20_epochs() {
     let path = dataset(dir.path());
     let td = ToDevice::new(DeviceSpec::Cuda(0)).normalize(
         "image",
-        Normalize::imagenet(Dtype::F16),
+        Normalize::imagenet(DeviceDtype::F16),
         true,
     );
     let mut loader = builder(&path, 3).to_device(td).build().unwrap();

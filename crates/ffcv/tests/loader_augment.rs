@@ -3,7 +3,7 @@
 //! another seed or in another epoch; the FFCV-named transforms compute what FFCV does.
 
 use ffcv::decode::{CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder};
-use ffcv::jit::DType;
+use ffcv::jit::ElemType;
 use ffcv::transforms::{self, IMAGENET_MEAN, IMAGENET_STD, ReplaceLabel};
 use ffcv::{Loader, Order, PipelineSpec};
 
@@ -93,7 +93,7 @@ fn normalize_then_to_torch_image_is_ffcvs_arithmetic_in_chw() {
         .then(transforms::normalize_image(
             IMAGENET_MEAN,
             IMAGENET_STD,
-            DType::F32,
+            ElemType::F32,
         ))
         .then(transforms::to_torch_image());
     let mut loader = Loader::builder(fixture("images_jpg.beton"))

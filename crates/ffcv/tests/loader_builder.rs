@@ -3,7 +3,7 @@
 
 mod loader_support;
 
-use ffcv::{DecoderChoice, Error, FieldValue, Loader, Order};
+use ffcv::{DecoderChoice, Error, FilterValue, Loader, Order};
 use loader_support::fixture;
 
 fn scalars() -> String {
@@ -150,7 +150,7 @@ fn filter_keeps_the_matching_samples_with_the_same_knobs() {
         .build()
         .unwrap();
     let mut even = loader
-        .filter("index", |v| matches!(v, FieldValue::Int(i) if i % 2 == 0))
+        .filter("index", |v| matches!(v, FilterValue::Int(i) if i % 2 == 0))
         .unwrap();
     assert_eq!(even.seed(), 4);
     assert_eq!(even.indices().len(), 50);
@@ -165,7 +165,7 @@ fn filter_keeps_the_matching_samples_with_the_same_knobs() {
     let negative = loader
         .filter(
             "value",
-            |v| matches!(v, FieldValue::Float(x) if x.is_sign_negative()),
+            |v| matches!(v, FilterValue::Float(x) if x.is_sign_negative()),
         )
         .unwrap();
     assert!(negative.indices().contains(&1));

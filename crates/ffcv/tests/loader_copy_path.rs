@@ -141,7 +141,7 @@ impl Decoder for NarrowBlob {
     fn declare(&self, _: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
         Ok(DecoderOutput::new(
             vec![self.width],
-            ffcv::format::DType::u8(),
+            ffcv::format::NumpyDtype::u8(),
             OutputKind::Bytes,
         ))
     }

@@ -2,7 +2,7 @@
 //! check the element type (and byte order), byte views always work.
 
 use ffcv::format::{
-    ByteOrder, DType, DTypeKind, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs,
+    ByteOrder, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, NumpyKind,
     from_fn,
 };
 use ffcv::{Error, Loader};
@@ -12,11 +12,11 @@ fn torch_tensors_and_big_endian_arrays_keep_their_dtype() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dtypes.beton");
     let f64_args = NdArrayArgs::new(
-        DType::numeric(DTypeKind::Float, 8, ByteOrder::Little).unwrap(),
+        NumpyDtype::numeric(NumpyKind::Float, 8, ByteOrder::Little).unwrap(),
         vec![2, 3],
     );
     let be_args = NdArrayArgs::new(
-        DType::numeric(DTypeKind::Int, 2, ByteOrder::Big).unwrap(),
+        NumpyDtype::numeric(NumpyKind::Int, 2, ByteOrder::Big).unwrap(),
         vec![4],
     );
     DatasetWriter::new(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ffcv::decode::{DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use ffcv::format::DType;
+use ffcv::format::NumpyDtype;
 use ffcv::{Decoder, Loader, PipelineSpec};
 use loader_support::fixture;
 
@@ -24,7 +24,7 @@ impl Decoder for Repeat {
         let width = self.0.load(Ordering::SeqCst);
         Ok(DecoderOutput::new(
             vec![width],
-            DType::u8(),
+            NumpyDtype::u8(),
             OutputKind::Array,
         ))
     }

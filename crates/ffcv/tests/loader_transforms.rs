@@ -4,7 +4,9 @@
 mod loader_support;
 
 use ffcv::decode::NdArrayDecoder;
-use ffcv::format::{DType, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, from_fn};
+use ffcv::format::{
+    DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, from_fn,
+};
 use ffcv::jit::ops::{Cutout, RandomHorizontalFlip, Scale};
 use ffcv::{Loader, PipelineSpec};
 use loader_support::fixture;
@@ -57,7 +59,7 @@ fn scale_after_ndarray_decoder_matches_the_arithmetic_compiled_and_interpreted()
 fn random_augmentations_do_not_depend_on_threads_or_the_compiler() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("images.beton");
-    let args = NdArrayArgs::new(DType::u8(), vec![6, 5, 3]);
+    let args = NdArrayArgs::new(NumpyDtype::u8(), vec![6, 5, 3]);
     DatasetWriter::new(&path, vec![FieldSpec::new("img", FieldType::NdArray(args))])
         .unwrap()
         .write(&from_fn(64, |i| {

@@ -34,8 +34,8 @@ use std::time::Instant;
 
 use gpu_stage::cudarc::driver::{CudaContext, CudaStream};
 use gpu_stage::{
-    Device, DeviceSpec, Dtype, Element, Error, Normalize, OutputSpec, Stage, StageConfig,
-    StagedBatch, normalize_reference,
+    Device, DeviceDtype, DeviceElement, DeviceSpec, Error, Normalize, OutputSpec, Stage,
+    StageConfig, StagedBatch, normalize_reference,
 };
 
 /// Whether the check passed, and its figure.
@@ -161,7 +161,7 @@ fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Output `output` of `batch`, copied back through `stream` (which waited on the batch).
-fn fetch<T: Element + Default + Clone + ToLe>(
+fn fetch<T: DeviceElement + Default + Clone + ToLe>(
     stream: &Arc<CudaStream>,
     batch: &StagedBatch,
     output: usize,
@@ -256,9 +256,15 @@ fn staged_equals_host(device: &Device) -> CheckResult {
                 max_batch: MAX_BATCH,
                 batches_ahead: ahead,
                 outputs: vec![
-                    OutputSpec::raw("bytes", Dtype::U8, &[RAW_SAMPLE]),
-                    OutputSpec::raw("label", Dtype::I64, &[]),
-                    OutputSpec::image("image", IMG.0, IMG.1, Normalize::imagenet(Dtype::F32), true),
+                    OutputSpec::raw("bytes", DeviceDtype::U8, &[RAW_SAMPLE]),
+                    OutputSpec::raw("label", DeviceDtype::I64, &[]),
+                    OutputSpec::image(
+                        "image",
+                        IMG.0,
+                        IMG.1,
+                        Normalize::imagenet(DeviceDtype::F32),
+                        true,
+                    ),
                 ],
             },
         )?;
@@ -377,7 +383,11 @@ fn h2d_throughput(device: &Device) -> CheckResult {
         StageConfig {
             max_batch: 256,
             batches_ahead: ahead,
-            outputs: vec![OutputSpec::raw("payload", Dtype::U8, &[BATCH_BYTES / 256])],
+            outputs: vec![OutputSpec::raw(
+                "payload",
+                DeviceDtype::U8,
+                &[BATCH_BYTES / 256],
+            )],
         },
     )?;
     for _ in 0..stage.num_slots() {
@@ -423,7 +433,12 @@ fn normalize_matches_cpu(device: &Device) -> CheckResult {
     let flips: Vec<u8> = random_bytes(B, 8).iter().map(|b| b & 1).collect();
     let mut parts = Vec::new();
     let mut differing_total = 0;
-    for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::F64] {
+    for dtype in [
+        DeviceDtype::F32,
+        DeviceDtype::F16,
+        DeviceDtype::Bf16,
+        DeviceDtype::F64,
+    ] {
         let stage = Stage::new(
             device,
             StageConfig {
@@ -482,8 +497,14 @@ fn device_memory_flat(device: &Device) -> CheckResult {
             max_batch: B,
             batches_ahead: 3,
             outputs: vec![
-                OutputSpec::raw("label", Dtype::I64, &[]),
-                OutputSpec::image("image", 224, 224, Normalize::imagenet(Dtype::F16), true),
+                OutputSpec::raw("label", DeviceDtype::I64, &[]),
+                OutputSpec::image(
+                    "image",
+                    224,
+                    224,
+                    Normalize::imagenet(DeviceDtype::F16),
+                    true,
+                ),
             ],
         },
     )?;

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// Element type of a staged output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dtype {
+pub enum DeviceDtype {
     /// Unsigned bytes (images as decoded).
     U8,
     /// 32-bit signed integers.
@@ -23,37 +23,40 @@ pub enum Dtype {
     F64,
 }
 
-impl Dtype {
+impl DeviceDtype {
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            Dtype::U8 => 1,
-            Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::I32 | Dtype::F32 => 4,
-            Dtype::I64 | Dtype::F64 => 8,
+            DeviceDtype::U8 => 1,
+            DeviceDtype::F16 | DeviceDtype::Bf16 => 2,
+            DeviceDtype::I32 | DeviceDtype::F32 => 4,
+            DeviceDtype::I64 | DeviceDtype::F64 => 8,
         }
     }
 
     /// The name numpy/torch users know (`float16`, `bfloat16`, ...).
     pub fn name(self) -> &'static str {
         match self {
-            Dtype::U8 => "uint8",
-            Dtype::I32 => "int32",
-            Dtype::I64 => "int64",
-            Dtype::F16 => "float16",
-            Dtype::Bf16 => "bfloat16",
-            Dtype::F32 => "float32",
-            Dtype::F64 => "float64",
+            DeviceDtype::U8 => "uint8",
+            DeviceDtype::I32 => "int32",
+            DeviceDtype::I64 => "int64",
+            DeviceDtype::F16 => "float16",
+            DeviceDtype::Bf16 => "bfloat16",
+            DeviceDtype::F32 => "float32",
+            DeviceDtype::F64 => "float64",
         }
     }
 
     /// Whether the normalize kernel can produce this type.
     pub fn is_normalize_output(self) -> bool {
-        matches!(self, Dtype::F64 | Dtype::F32 | Dtype::F16 | Dtype::Bf16)
+        matches!(
+            self,
+            DeviceDtype::F64 | DeviceDtype::F32 | DeviceDtype::F16 | DeviceDtype::Bf16
+        )
     }
 }
 
-impl fmt::Display for Dtype {
+impl fmt::Display for DeviceDtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }

@@ -85,7 +85,7 @@ pub enum Error {
         /// The output's name.
         output: String,
         /// Its dtype.
-        dtype: crate::Dtype,
+        dtype: crate::DeviceDtype,
         /// The Rust type asked for.
         requested: &'static str,
     },

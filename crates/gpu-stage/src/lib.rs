@@ -20,7 +20,7 @@
 //!   the batch records a release event on the consumer's stream, and the slot is handed out
 //!   again only once that event has completed. The [`SlotTable`] is that life cycle, free of
 //!   CUDA.
-//! - [`OutputKind::Image`] outputs run the fused kernel ([`KERNEL_SOURCE`], compiled once per
+//! - [`DeviceOutputKind::Image`] outputs run the fused kernel ([`KERNEL_SOURCE`], compiled once per
 //!   stage): layout change, per-channel normalize via a 256-entry table computed in f64 as
 //!   FFCV's `NormalizeImage` does, and an optional per-sample horizontal flip.
 //!   [`normalize_reference`] is the same computation on the CPU, bit for bit.
@@ -31,7 +31,7 @@
 //! device it says so and stops:
 //!
 //! ```
-//! use gpu_stage::{Device, DeviceSpec, Dtype, Normalize, OutputSpec, Stage, StageConfig};
+//! use gpu_stage::{Device, DeviceSpec, DeviceDtype, Normalize, OutputSpec, Stage, StageConfig};
 //!
 //! # fn main() -> Result<(), gpu_stage::Error> {
 //! let spec: DeviceSpec = "cuda:0".parse()?;
@@ -49,8 +49,8 @@
 //!         max_batch: 8,
 //!         batches_ahead: 2,
 //!         outputs: vec![
-//!             OutputSpec::raw("label", Dtype::I64, &[]),
-//!             OutputSpec::image("image", 32, 32, Normalize::imagenet(Dtype::F16), true),
+//!             OutputSpec::raw("label", DeviceDtype::I64, &[]),
+//!             OutputSpec::image("image", 32, 32, Normalize::imagenet(DeviceDtype::F16), true),
 //!         ],
 //!     },
 //! )?;
@@ -67,7 +67,7 @@
 //! batch.wait_on(&consumer)?; // the consumer stream waits for the copy and the kernel
 //! let images = batch.tensor(1)?;
 //! assert_eq!(images.shape, [8, 3, 32, 32]);
-//! assert_eq!(images.dtype, Dtype::F16);
+//! assert_eq!(images.dtype, DeviceDtype::F16);
 //! // ... enqueue work reading `images.ptr` on `consumer`, then:
 //! drop(batch); // records the release event on `consumer`
 //! # Ok(())
@@ -88,20 +88,22 @@ mod error;
 mod kernels;
 mod library;
 mod normalize;
-mod slots;
+mod slot_table;
 mod spec;
 mod stage;
 
 pub use cudarc;
 pub use device::{Device, MemInfo};
-pub use dtype::{Dtype, bf16_bits_to_f64, f16_bits_to_f64, f64_to_bf16_bits, f64_to_f16_bits};
+pub use dtype::{
+    DeviceDtype, bf16_bits_to_f64, f16_bits_to_f64, f64_to_bf16_bits, f64_to_f16_bits,
+};
 pub use error::{Error, Result};
 pub use kernels::KERNEL_SOURCE;
 pub use library::{driver_available, nvrtc_available};
 pub use normalize::{ImageShape, MAX_CHANNELS, Normalize, NormalizeTable, normalize_reference};
-pub use slots::{Acquired, SlotState, SlotTable};
+pub use slot_table::{Acquired, SlotState, SlotTable};
 pub use spec::DeviceSpec;
 pub use stage::{
-    DeviceTensor, Element, FillingSlot, OutputInfo, OutputKind, OutputSpec, Stage, StageConfig,
-    StagedBatch,
+    DeviceElement, DeviceOutputInfo, DeviceOutputKind, DeviceTensor, FillingSlot, OutputSpec,
+    Stage, StageConfig, StagedBatch,
 };

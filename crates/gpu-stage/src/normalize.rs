@@ -6,7 +6,7 @@
 //! looks values up and moves them, so device and CPU outputs are bit-identical by construction.
 
 use crate::dtype::{f64_to_bf16_bits, f64_to_f16_bits};
-use crate::{Dtype, Error, Result};
+use crate::{DeviceDtype, Error, Result};
 
 /// Most channels an image output may have (RGBA and a few more; keeps tables small).
 pub const MAX_CHANNELS: usize = 16;
@@ -18,13 +18,14 @@ pub struct Normalize {
     pub mean: Vec<f64>,
     /// Per-channel standard deviation, same units; must be finite and non-zero.
     pub std: Vec<f64>,
-    /// Output element type: [`Dtype::F64`], [`Dtype::F32`], [`Dtype::F16`] or [`Dtype::Bf16`].
-    pub dtype: Dtype,
+    /// Output element type: [`DeviceDtype::F64`], [`DeviceDtype::F32`], [`DeviceDtype::F16`]
+    /// or [`DeviceDtype::Bf16`].
+    pub dtype: DeviceDtype,
 }
 
 impl Normalize {
     /// A plain u8 → float conversion (mean 0, std 1) for `channels` channels.
-    pub fn convert_only(channels: usize, dtype: Dtype) -> Self {
+    pub fn convert_only(channels: usize, dtype: DeviceDtype) -> Self {
         Normalize {
             mean: vec![0.0; channels],
             std: vec![1.0; channels],
@@ -33,7 +34,7 @@ impl Normalize {
     }
 
     /// The ImageNet statistics FFCV's examples use, scaled to u8 units, for RGB.
-    pub fn imagenet(dtype: Dtype) -> Self {
+    pub fn imagenet(dtype: DeviceDtype) -> Self {
         Normalize {
             mean: vec![0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
             std: vec![0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
@@ -68,7 +69,7 @@ impl ImageShape {
 /// The 256 × channels lookup table of output bit patterns, row `v`, column `c`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NormalizeTable {
-    dtype: Dtype,
+    dtype: DeviceDtype,
     channels: usize,
     /// Bit patterns, widened to u64 (narrower types use the low bits).
     bits: Vec<u64>,
@@ -112,10 +113,10 @@ impl NormalizeTable {
             for c in 0..channels {
                 let x = (f64::from(v) - normalize.mean[c]) / normalize.std[c];
                 bits.push(match normalize.dtype {
-                    Dtype::F64 => x.to_bits(),
+                    DeviceDtype::F64 => x.to_bits(),
                     // `as f32` rounds to nearest, ties to even.
-                    Dtype::F32 => u64::from((x as f32).to_bits()),
-                    Dtype::F16 => u64::from(f64_to_f16_bits(x)),
+                    DeviceDtype::F32 => u64::from((x as f32).to_bits()),
+                    DeviceDtype::F16 => u64::from(f64_to_f16_bits(x)),
                     _ => u64::from(f64_to_bf16_bits(x)),
                 });
             }
@@ -128,7 +129,7 @@ impl NormalizeTable {
     }
 
     /// Output element type.
-    pub fn dtype(&self) -> Dtype {
+    pub fn dtype(&self) -> DeviceDtype {
         self.dtype
     }
 

@@ -25,17 +25,17 @@ use cudarc::driver::{
 use crate::error::driver;
 use crate::kernels::{BLOCK_THREADS, Kernels};
 use crate::normalize::{ImageShape, NormalizeTable};
-use crate::slots::SlotTable;
-use crate::{Device, Dtype, Error, Normalize, Result, SlotState};
+use crate::slot_table::SlotTable;
+use crate::{Device, DeviceDtype, Error, Normalize, Result, SlotState};
 
 /// What one output of the stage is and how it gets to the device.
 #[derive(Debug, Clone, PartialEq)]
-pub enum OutputKind {
+pub enum DeviceOutputKind {
     /// Bytes copied as they are. The host buffer holds `batch × sample_shape` elements of
     /// `dtype`; the device view has shape `[batch, sample_shape..]`.
     Raw {
         /// Element type (it only decides the view's type: the copy is bytewise).
-        dtype: Dtype,
+        dtype: DeviceDtype,
         /// Shape of one sample (empty for a scalar per sample).
         sample_shape: Vec<usize>,
     },
@@ -61,15 +61,15 @@ pub struct OutputSpec {
     /// The name (a field name, for the facade).
     pub name: String,
     /// What it holds.
-    pub kind: OutputKind,
+    pub kind: DeviceOutputKind,
 }
 
 impl OutputSpec {
     /// A raw output copied bytewise.
-    pub fn raw(name: impl Into<String>, dtype: Dtype, sample_shape: &[usize]) -> Self {
+    pub fn raw(name: impl Into<String>, dtype: DeviceDtype, sample_shape: &[usize]) -> Self {
         OutputSpec {
             name: name.into(),
-            kind: OutputKind::Raw {
+            kind: DeviceOutputKind::Raw {
                 dtype,
                 sample_shape: sample_shape.to_vec(),
             },
@@ -86,7 +86,7 @@ impl OutputSpec {
     ) -> Self {
         OutputSpec {
             name: name.into(),
-            kind: OutputKind::Image {
+            kind: DeviceOutputKind::Image {
                 height,
                 width,
                 channels: normalize.mean.len(),
@@ -117,7 +117,7 @@ struct OutputLayout {
     host_sample_bytes: usize,
     /// Shape of one sample on the device, and its element type.
     device_sample_shape: Vec<usize>,
-    device_dtype: Dtype,
+    device_dtype: DeviceDtype,
     image: Option<ImageLayout>,
 }
 
@@ -160,7 +160,7 @@ fn check_output(spec: &OutputSpec, max_batch: usize) -> Result<OutputLayout> {
             .ok_or_else(|| invalid(format!("shape {dims:?} overflows")))
     };
     let layout = match &spec.kind {
-        OutputKind::Raw {
+        DeviceOutputKind::Raw {
             dtype,
             sample_shape,
         } => {
@@ -175,7 +175,7 @@ fn check_output(spec: &OutputSpec, max_batch: usize) -> Result<OutputLayout> {
                 image: None,
             }
         }
-        OutputKind::Image {
+        DeviceOutputKind::Image {
             height,
             width,
             channels,
@@ -250,8 +250,8 @@ fn check_config(config: &StageConfig) -> Result<Vec<OutputLayout>> {
 }
 
 impl OutputLayout {
-    fn info(&self) -> OutputInfo {
-        OutputInfo {
+    fn info(&self) -> DeviceOutputInfo {
+        DeviceOutputInfo {
             name: self.name.clone(),
             dtype: self.device_dtype,
             sample_shape: self.device_sample_shape.clone(),
@@ -263,7 +263,7 @@ impl OutputLayout {
 impl StageConfig {
     /// Checks the configuration without a device and describes the outputs as the device
     /// will hold them (what [`Stage::new`] checks before allocating anything).
-    pub fn validate(&self) -> Result<Vec<OutputInfo>> {
+    pub fn validate(&self) -> Result<Vec<DeviceOutputInfo>> {
         Ok(check_config(self)?.iter().map(OutputLayout::info).collect())
     }
 }
@@ -321,11 +321,11 @@ pub struct Stage {
 
 /// Public description of one output, as the device sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputInfo {
+pub struct DeviceOutputInfo {
     /// The output's name.
     pub name: String,
     /// Element type on the device.
-    pub dtype: Dtype,
+    pub dtype: DeviceDtype,
     /// Shape of one sample on the device (CHW for images).
     pub sample_shape: Vec<usize>,
     /// Bytes per sample in the host buffer.
@@ -419,7 +419,7 @@ impl Stage {
     }
 
     /// The outputs, as the device sees them.
-    pub fn outputs(&self) -> Vec<OutputInfo> {
+    pub fn outputs(&self) -> Vec<DeviceOutputInfo> {
         self.inner.outputs.iter().map(OutputLayout::info).collect()
     }
 
@@ -862,7 +862,7 @@ pub struct DeviceTensor<'a> {
     /// Shape: `[batch, sample_shape..]` (`[B, C, H, W]` for images).
     pub shape: Vec<usize>,
     /// Element type.
-    pub dtype: Dtype,
+    pub dtype: DeviceDtype,
     /// Bytes the view covers.
     pub bytes: usize,
     /// The slot stream that produced it.
@@ -872,11 +872,11 @@ pub struct DeviceTensor<'a> {
 }
 
 /// Rust element types a device view can be read as.
-pub trait Element: DeviceRepr + sealed::Sealed {
+pub trait DeviceElement: DeviceRepr + sealed::Sealed {
     /// The Rust type's name, for errors.
     const NAME: &'static str;
     /// Whether outputs of `dtype` can be viewed as this type (f16/bf16 as `u16` bits).
-    fn accepts(dtype: Dtype) -> bool;
+    fn accepts(dtype: DeviceDtype) -> bool;
 }
 
 mod sealed {
@@ -886,10 +886,10 @@ mod sealed {
 macro_rules! element {
     ($t:ty, $($d:ident)|+) => {
         impl sealed::Sealed for $t {}
-        impl Element for $t {
+        impl DeviceElement for $t {
             const NAME: &'static str = stringify!($t);
-            fn accepts(dtype: Dtype) -> bool {
-                matches!(dtype, $(Dtype::$d)|+)
+            fn accepts(dtype: DeviceDtype) -> bool {
+                matches!(dtype, $(DeviceDtype::$d)|+)
             }
         }
     };
@@ -1009,7 +1009,7 @@ impl StagedBatch {
 
     /// Output `output` as a typed cudarc view of `len() × sample elements` elements
     /// (f16/bf16 outputs as `u16` bit patterns).
-    pub fn view<T: Element>(&self, output: usize) -> Result<CudaView<'_, T>> {
+    pub fn view<T: DeviceElement>(&self, output: usize) -> Result<CudaView<'_, T>> {
         let (layout, buf) = self.device_buffer(output)?;
         if !T::accepts(layout.device_dtype) {
             return Err(Error::DtypeMismatch {

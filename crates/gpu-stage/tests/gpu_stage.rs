@@ -2,7 +2,8 @@
 //! driver or a device is missing, so the suite passes on machines without CUDA.
 
 use gpu_stage::{
-    Device, Dtype, Error, Normalize, OutputSpec, SlotState, Stage, StageConfig, normalize_reference,
+    Device, DeviceDtype, Error, Normalize, OutputSpec, SlotState, Stage, StageConfig,
+    normalize_reference,
 };
 
 /// Device 0, or `None` (after saying why) when this machine has no CUDA device.
@@ -65,7 +66,7 @@ fn raw_outputs_arrive_unchanged_and_held_batches_keep_their_bytes() {
         StageConfig {
             max_batch: 16,
             batches_ahead: 1,
-            outputs: vec![OutputSpec::raw("bytes", Dtype::U8, &[1000])],
+            outputs: vec![OutputSpec::raw("bytes", DeviceDtype::U8, &[1000])],
         },
     )
     .unwrap();
@@ -105,7 +106,12 @@ fn normalize_kernel_matches_the_cpu_reference_bit_for_bit() {
         println!("skipped: NVRTC not found");
         return;
     }
-    for dtype in [Dtype::F64, Dtype::F32, Dtype::F16, Dtype::Bf16] {
+    for dtype in [
+        DeviceDtype::F64,
+        DeviceDtype::F32,
+        DeviceDtype::F16,
+        DeviceDtype::Bf16,
+    ] {
         let stage = Stage::new(
             &device,
             StageConfig {
@@ -152,7 +158,7 @@ fn a_batch_serves_one_consumer_stream_and_its_slot_returns_after_release() {
         StageConfig {
             max_batch: 2,
             batches_ahead: 0,
-            outputs: vec![OutputSpec::raw("label", Dtype::I64, &[])],
+            outputs: vec![OutputSpec::raw("label", DeviceDtype::I64, &[])],
         },
     )
     .unwrap();

@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use gpu_stage::{Dtype, ImageShape, KERNEL_SOURCE, Normalize, NormalizeTable, normalize_reference};
+use gpu_stage::{
+    DeviceDtype, ImageShape, KERNEL_SOURCE, Normalize, NormalizeTable, normalize_reference,
+};
 
 const PRELUDE: &str = r#"
 #include <cstdio>
@@ -110,11 +112,20 @@ fn kernel_source_equals_the_cpu_reference() {
     let exe = build(dir.path(), cxx);
     let cases = [
         // (dtype, batch, height, width, channels, flips, grid, block)
-        (Dtype::F32, 3, 5, 7, 3, Some(vec![1u8, 0, 2]), 3, 4),
-        (Dtype::F16, 2, 4, 3, 3, None, 1, 1),
-        (Dtype::Bf16, 4, 2, 9, 1, Some(vec![0, 0, 1, 1]), 64, 32),
-        (Dtype::F32, 1, 1, 1, 4, Some(vec![1]), 2, 2),
-        (Dtype::F64, 2, 3, 4, 3, Some(vec![1, 0]), 5, 3),
+        (DeviceDtype::F32, 3, 5, 7, 3, Some(vec![1u8, 0, 2]), 3, 4),
+        (DeviceDtype::F16, 2, 4, 3, 3, None, 1, 1),
+        (
+            DeviceDtype::Bf16,
+            4,
+            2,
+            9,
+            1,
+            Some(vec![0, 0, 1, 1]),
+            64,
+            32,
+        ),
+        (DeviceDtype::F32, 1, 1, 1, 4, Some(vec![1]), 2, 2),
+        (DeviceDtype::F64, 2, 3, 4, 3, Some(vec![1, 0]), 5, 3),
     ];
     for (i, (dtype, batch, height, width, channels, flips, grid, block)) in
         cases.into_iter().enumerate()

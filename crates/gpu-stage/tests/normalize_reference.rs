@@ -1,7 +1,7 @@
 //! The CPU reference of the device kernel: FFCV's table arithmetic, HWC → CHW, flips.
 
 use gpu_stage::{
-    Dtype, Error, ImageShape, Normalize, NormalizeTable, f16_bits_to_f64, f64_to_bf16_bits,
+    DeviceDtype, Error, ImageShape, Normalize, NormalizeTable, f16_bits_to_f64, f64_to_bf16_bits,
     f64_to_f16_bits, normalize_reference,
 };
 
@@ -21,7 +21,7 @@ fn u16s(bytes: &[u8]) -> Vec<u16> {
 
 #[test]
 fn table_entries_are_the_f64_quotient_rounded_once() {
-    let n = Normalize::imagenet(Dtype::F32);
+    let n = Normalize::imagenet(DeviceDtype::F32);
     let table = NormalizeTable::new("image", &n).unwrap();
     assert_eq!(table.channels(), 3);
     for v in [0u8, 1, 77, 128, 254, 255] {
@@ -36,8 +36,8 @@ fn table_entries_are_the_f64_quotient_rounded_once() {
         (0.515f64 / 0.229) as f32
     );
 
-    let h = NormalizeTable::new("image", &Normalize::imagenet(Dtype::F16)).unwrap();
-    let b = NormalizeTable::new("image", &Normalize::imagenet(Dtype::Bf16)).unwrap();
+    let h = NormalizeTable::new("image", &Normalize::imagenet(DeviceDtype::F16)).unwrap();
+    let b = NormalizeTable::new("image", &Normalize::imagenet(DeviceDtype::Bf16)).unwrap();
     for v in 0..=255u8 {
         for c in 0..3 {
             let exact = (f64::from(v) - n.mean[c]) / n.std[c];
@@ -52,16 +52,16 @@ fn table_entries_are_the_f64_quotient_rounded_once() {
 
 #[test]
 fn device_bytes_are_little_endian_elements_of_the_output_size() {
-    let t32 = NormalizeTable::new("x", &Normalize::convert_only(2, Dtype::F32)).unwrap();
+    let t32 = NormalizeTable::new("x", &Normalize::convert_only(2, DeviceDtype::F32)).unwrap();
     let bytes = t32.to_device_bytes();
     assert_eq!(bytes.len(), 256 * 2 * 4);
     // Row 3, channel 1 is 3.0f32.
     assert_eq!(&bytes[(3 * 2 + 1) * 4..][..4], &3.0f32.to_le_bytes());
-    let t16 = NormalizeTable::new("x", &Normalize::convert_only(1, Dtype::F16)).unwrap();
+    let t16 = NormalizeTable::new("x", &Normalize::convert_only(1, DeviceDtype::F16)).unwrap();
     let bytes = t16.to_device_bytes();
     assert_eq!(bytes.len(), 256 * 2);
     assert_eq!(&bytes[2..4], &0x3c00u16.to_le_bytes()); // 1.0 in f16
-    let t64 = NormalizeTable::new("x", &Normalize::imagenet(Dtype::F64)).unwrap();
+    let t64 = NormalizeTable::new("x", &Normalize::imagenet(DeviceDtype::F64)).unwrap();
     let bytes = t64.to_device_bytes();
     assert_eq!(bytes.len(), 256 * 3 * 8);
     let exact = (200.0 - 0.456 * 255.0) / (0.224 * 255.0);
@@ -86,7 +86,7 @@ fn reference_moves_hwc_to_chw_and_flips_flagged_samples() {
             }
         }
     }
-    let table = NormalizeTable::new("img", &Normalize::convert_only(2, Dtype::F32)).unwrap();
+    let table = NormalizeTable::new("img", &Normalize::convert_only(2, DeviceDtype::F32)).unwrap();
     let out = f32s(&normalize_reference(&table, shape, &src, Some(&[0, 1])).unwrap());
     #[rustfmt::skip]
     let expected: Vec<f32> = vec![
@@ -109,7 +109,7 @@ fn reference_applies_per_channel_mean_and_std_in_the_output_dtype() {
     let n = Normalize {
         mean: vec![10.0, 20.0, 30.0],
         std: vec![2.0, 4.0, 8.0],
-        dtype: Dtype::F16,
+        dtype: DeviceDtype::F16,
     };
     let table = NormalizeTable::new("img", &n).unwrap();
     let shape = ImageShape {
@@ -129,30 +129,30 @@ fn bad_parameters_are_errors_naming_the_output() {
         Normalize {
             mean: vec![],
             std: vec![],
-            dtype: Dtype::F32,
+            dtype: DeviceDtype::F32,
         },
         Normalize {
             mean: vec![0.0; 3],
             std: vec![1.0; 2],
-            dtype: Dtype::F32,
+            dtype: DeviceDtype::F32,
         },
         Normalize {
             mean: vec![0.0],
             std: vec![0.0],
-            dtype: Dtype::F32,
+            dtype: DeviceDtype::F32,
         },
         Normalize {
             mean: vec![f64::NAN],
             std: vec![1.0],
-            dtype: Dtype::F32,
+            dtype: DeviceDtype::F32,
         },
         Normalize {
             mean: vec![0.0],
             std: vec![f64::INFINITY],
-            dtype: Dtype::F32,
+            dtype: DeviceDtype::F32,
         },
-        Normalize::convert_only(1, Dtype::U8),
-        Normalize::convert_only(17, Dtype::F32),
+        Normalize::convert_only(1, DeviceDtype::U8),
+        Normalize::convert_only(17, DeviceDtype::F32),
     ];
     for n in bad {
         match NormalizeTable::new("pixels", &n) {
@@ -164,7 +164,7 @@ fn bad_parameters_are_errors_naming_the_output() {
 
 #[test]
 fn mismatched_buffers_are_errors_not_panics() {
-    let table = NormalizeTable::new("img", &Normalize::convert_only(3, Dtype::F32)).unwrap();
+    let table = NormalizeTable::new("img", &Normalize::convert_only(3, DeviceDtype::F32)).unwrap();
     let shape = ImageShape {
         batch: 2,
         height: 4,

@@ -1,6 +1,8 @@
 //! Stage configurations are checked before any device is touched.
 
-use gpu_stage::{Dtype, Error, Normalize, OutputInfo, OutputKind, OutputSpec, StageConfig};
+use gpu_stage::{
+    DeviceDtype, DeviceOutputInfo, DeviceOutputKind, Error, Normalize, OutputSpec, StageConfig,
+};
 
 fn config(outputs: Vec<OutputSpec>) -> StageConfig {
     StageConfig {
@@ -20,29 +22,35 @@ fn invalid_output(c: &StageConfig) -> (String, String) {
 #[test]
 fn outputs_are_described_as_the_device_holds_them() {
     let c = config(vec![
-        OutputSpec::raw("label", Dtype::I64, &[]),
-        OutputSpec::raw("embedding", Dtype::F32, &[4, 8]),
-        OutputSpec::image("image", 224, 200, Normalize::imagenet(Dtype::F16), true),
+        OutputSpec::raw("label", DeviceDtype::I64, &[]),
+        OutputSpec::raw("embedding", DeviceDtype::F32, &[4, 8]),
+        OutputSpec::image(
+            "image",
+            224,
+            200,
+            Normalize::imagenet(DeviceDtype::F16),
+            true,
+        ),
     ]);
     let infos = c.validate().unwrap();
     assert_eq!(
         infos,
         [
-            OutputInfo {
+            DeviceOutputInfo {
                 name: "label".into(),
-                dtype: Dtype::I64,
+                dtype: DeviceDtype::I64,
                 sample_shape: vec![],
                 host_sample_bytes: 8,
             },
-            OutputInfo {
+            DeviceOutputInfo {
                 name: "embedding".into(),
-                dtype: Dtype::F32,
+                dtype: DeviceDtype::F32,
                 sample_shape: vec![4, 8],
                 host_sample_bytes: 128,
             },
-            OutputInfo {
+            DeviceOutputInfo {
                 name: "image".into(),
-                dtype: Dtype::F16,
+                dtype: DeviceDtype::F16,
                 sample_shape: vec![3, 224, 200],
                 host_sample_bytes: 224 * 200 * 3,
             },
@@ -52,47 +60,54 @@ fn outputs_are_described_as_the_device_holds_them() {
 
 #[test]
 fn image_spec_takes_its_channels_from_the_normalize_vectors() {
-    let spec = OutputSpec::image("gray", 8, 8, Normalize::convert_only(1, Dtype::F32), false);
+    let spec = OutputSpec::image(
+        "gray",
+        8,
+        8,
+        Normalize::convert_only(1, DeviceDtype::F32),
+        false,
+    );
     match spec.kind {
-        OutputKind::Image { channels, .. } => assert_eq!(channels, 1),
+        DeviceOutputKind::Image { channels, .. } => assert_eq!(channels, 1),
         other => panic!("{other:?}"),
     }
 }
 
 #[test]
 fn bad_stages_are_refused_with_the_output_named() {
-    let mut c = config(vec![OutputSpec::raw("x", Dtype::U8, &[4])]);
+    let mut c = config(vec![OutputSpec::raw("x", DeviceDtype::U8, &[4])]);
     c.max_batch = 0;
     assert_eq!(invalid_output(&c).0, "(stage)");
 
     assert_eq!(invalid_output(&config(vec![])).0, "(stage)");
 
     let dup = config(vec![
-        OutputSpec::raw("x", Dtype::U8, &[4]),
-        OutputSpec::raw("x", Dtype::I32, &[1]),
+        OutputSpec::raw("x", DeviceDtype::U8, &[4]),
+        OutputSpec::raw("x", DeviceDtype::I32, &[1]),
     ]);
     assert_eq!(
         invalid_output(&dup),
         ("x".into(), "two outputs have this name".into())
     );
 
-    let empty = config(vec![OutputSpec::raw("nothing", Dtype::U8, &[0, 5])]);
+    let empty = config(vec![OutputSpec::raw("nothing", DeviceDtype::U8, &[0, 5])]);
     assert_eq!(invalid_output(&empty).0, "nothing");
 
     let overflow = config(vec![OutputSpec::raw(
         "huge",
-        Dtype::F64,
+        DeviceDtype::F64,
         &[usize::MAX / 4, 4],
     )]);
     assert_eq!(invalid_output(&overflow).0, "huge");
 
-    let too_big = config(vec![OutputSpec::raw("big", Dtype::U8, &[1 << 33])]);
+    let too_big = config(vec![OutputSpec::raw("big", DeviceDtype::U8, &[1 << 33])]);
     let (name, reason) = invalid_output(&too_big);
     assert_eq!(name, "big");
     assert!(reason.contains("buffer limit"), "{reason}");
 
-    let mut mismatched = OutputSpec::image("img", 4, 4, Normalize::imagenet(Dtype::F32), false);
-    if let OutputKind::Image { channels, .. } = &mut mismatched.kind {
+    let mut mismatched =
+        OutputSpec::image("img", 4, 4, Normalize::imagenet(DeviceDtype::F32), false);
+    if let DeviceOutputKind::Image { channels, .. } = &mut mismatched.kind {
         *channels = 4;
     }
     assert_eq!(invalid_output(&config(vec![mismatched])).0, "img");
@@ -101,7 +116,7 @@ fn bad_stages_are_refused_with_the_output_named() {
         "img",
         4,
         4,
-        Normalize::convert_only(3, Dtype::I32),
+        Normalize::convert_only(3, DeviceDtype::I32),
         false,
     )]);
     let (name, reason) = invalid_output(&not_float);

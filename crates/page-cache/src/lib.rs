@@ -63,10 +63,10 @@ mod advice;
 mod error;
 mod memory;
 mod os;
+mod page_slots;
 mod process;
 mod readers;
 mod schedule;
-mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;

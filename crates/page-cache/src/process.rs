@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use beton_io::Reader;
 
 use crate::error::{Error, Result};
+use crate::page_slots::{SlotArena, SlotOwner, SlotState};
 use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
 use crate::schedule::PageSchedule;
-use crate::slots::{SlotArena, SlotOwner, SlotState};
 use crate::{CacheConfig, CacheStats};
 
 const NO_SLOT: u32 = u32::MAX;

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 
 use beton_io::Reader;
 
-use crate::slots::{Fill, SlotOwner, SlotState, SlotWriters};
+use crate::page_slots::{Fill, SlotOwner, SlotState, SlotWriters};
 
 /// Alignment `O_DIRECT` needs for offsets, lengths and buffers on common filesystems.
 pub(crate) const DIRECT_ALIGN: usize = 4096;

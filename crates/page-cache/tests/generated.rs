@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use beton_io::{DType, DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, Reader};
+use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, Reader};
 use proptest::prelude::*;
 
 use common::{batches_of, compare_epoch, process_config};
@@ -32,7 +32,7 @@ fn dataset() -> &'static (tempfile::TempDir, PathBuf) {
             FieldSpec::new("blob", FieldType::Bytes),
             FieldSpec::new(
                 "vec",
-                FieldType::NdArray(NdArrayArgs::new(DType::u8(), vec![16])),
+                FieldType::NdArray(NdArrayArgs::new(NumpyDtype::u8(), vec![16])),
             ),
         ];
         let source = beton_io::from_fn(SAMPLES, |i| {

@@ -6,15 +6,15 @@
 use std::time::Instant;
 
 use pipeline_jit::ops::{NormalizeImage, RandomHorizontalFlip, ToChw};
-use pipeline_jit::{Batch, DType, Executor, Options, Pipeline, State};
+use pipeline_jit::{BatchBuffers, ElemType, Executor, Options, Pipeline, State};
 
 fn pipeline() -> Pipeline {
-    Pipeline::new(State::cpu([32, 32, 3], DType::U8))
+    Pipeline::new(State::cpu([32, 32, 3], ElemType::U8))
         .then(RandomHorizontalFlip(0.5))
         .then(NormalizeImage {
             mean: vec![125.3, 123.0, 113.9],
             std: vec![63.0, 62.1, 66.7],
-            dtype: DType::F32,
+            dtype: ElemType::F32,
         })
         .then(ToChw)
 }
@@ -41,7 +41,7 @@ fn main() {
         let mut best = f64::MAX;
         for rep in 0..200 {
             let t = Instant::now();
-            ex.run(Batch {
+            ex.run(BatchBuffers {
                 sample_ids: &ids,
                 input: &input,
                 output: &mut out,
@@ -59,7 +59,7 @@ fn main() {
         if let Some(t) = ex.compile_time() {
             println!("  compile time {:.2} ms", t.as_secs_f64() * 1e3);
         }
-        ex.run(Batch {
+        ex.run(BatchBuffers {
             sample_ids: &ids,
             input: &input,
             output: &mut out,

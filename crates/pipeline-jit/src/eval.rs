@@ -4,7 +4,7 @@
 //! cutout, clamp, ...); the code generator must agree with it bit for bit.
 
 use crate::ir::{BinOp, CmpOp, Cond, Expr, Index};
-use crate::state::DType;
+use crate::state::ElemType;
 
 /// A typed scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -17,25 +17,25 @@ pub(crate) enum V {
 }
 
 impl V {
-    pub(crate) fn from_bits(t: DType, b: u64) -> V {
+    pub(crate) fn from_bits(t: ElemType, b: u64) -> V {
         match t {
-            DType::U8 => V::U8(b as u8),
-            DType::I32 => V::I32(b as u32 as i32),
-            DType::I64 => V::I64(b as i64),
-            DType::F32 => V::F32(f32::from_bits(b as u32)),
-            DType::F64 => V::F64(f64::from_bits(b)),
+            ElemType::U8 => V::U8(b as u8),
+            ElemType::I32 => V::I32(b as u32 as i32),
+            ElemType::I64 => V::I64(b as i64),
+            ElemType::F32 => V::F32(f32::from_bits(b as u32)),
+            ElemType::F64 => V::F64(f64::from_bits(b)),
         }
     }
 
-    pub(crate) fn read(t: DType, bytes: &[u8], elem: usize) -> V {
+    pub(crate) fn read(t: ElemType, bytes: &[u8], elem: usize) -> V {
         let s = t.size();
         let b = &bytes[elem * s..elem * s + s];
         match t {
-            DType::U8 => V::U8(b[0]),
-            DType::I32 => V::I32(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-            DType::I64 => V::I64(i64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
-            DType::F32 => V::F32(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-            DType::F64 => V::F64(f64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
+            ElemType::U8 => V::U8(b[0]),
+            ElemType::I32 => V::I32(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+            ElemType::I64 => V::I64(i64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
+            ElemType::F32 => V::F32(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+            ElemType::F64 => V::F64(f64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
         }
     }
 
@@ -59,15 +59,15 @@ impl V {
         }
     }
 
-    fn cast(self, t: DType) -> V {
+    fn cast(self, t: ElemType) -> V {
         macro_rules! conv {
             ($x:expr) => {
                 match t {
-                    DType::U8 => V::U8($x as u8),
-                    DType::I32 => V::I32($x as i32),
-                    DType::I64 => V::I64($x as i64),
-                    DType::F32 => V::F32($x as f32),
-                    DType::F64 => V::F64($x as f64),
+                    ElemType::U8 => V::U8($x as u8),
+                    ElemType::I32 => V::I32($x as i32),
+                    ElemType::I64 => V::I64($x as i64),
+                    ElemType::F32 => V::F32($x as f32),
+                    ElemType::F64 => V::F64($x as f64),
                 }
             };
         }
@@ -174,7 +174,7 @@ pub(crate) struct Env<'a> {
     pub rand: &'a [i64],
     pub input: &'a [u8],
     pub in_shape: &'a [usize],
-    pub in_dtype: DType,
+    pub in_dtype: ElemType,
 }
 
 impl Env<'_> {
@@ -253,12 +253,12 @@ impl Env<'_> {
 pub(crate) fn eval_sample(
     expr: &Expr,
     out_shape: &[usize],
-    out_dtype: DType,
+    out_dtype: ElemType,
     out: &mut [u8],
     rand: &[i64],
     input: &[u8],
     in_shape: &[usize],
-    in_dtype: DType,
+    in_dtype: ElemType,
 ) {
     let n: usize = out_shape.iter().product();
     let mut coords = vec![0i64; out_shape.len()];

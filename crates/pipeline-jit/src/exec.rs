@@ -14,7 +14,7 @@ use crate::op::Lowered;
 use crate::ops::FastPath;
 use crate::plan::{Pipeline, Plan, Step};
 use crate::rng;
-use crate::state::DType;
+use crate::state::ElemType;
 
 /// How to run a pipeline.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ impl Default for Options {
 
 /// One batch to process.
 #[derive(Debug)]
-pub struct Batch<'a> {
+pub struct BatchBuffers<'a> {
     /// The sample id of each position (drives the per-sample random numbers).
     pub sample_ids: &'a [u64],
     /// `sample_ids.len() * plan.input_bytes()` bytes, sample after sample.
@@ -84,8 +84,8 @@ enum Engine {
 /// A specialised interpreter loop, resolved for its step.
 enum Fast {
     Convert {
-        from: DType,
-        to: DType,
+        from: ElemType,
+        to: ElemType,
     },
     Flip {
         h: usize,
@@ -292,7 +292,7 @@ impl Executor {
     /// Process one batch: every sample of `batch.input` through the pipeline into
     /// `batch.output`. A native kernel's failure ends the batch with an error naming the
     /// operation and the sample.
-    pub fn run(&self, batch: Batch<'_>) -> Result<()> {
+    pub fn run(&self, batch: BatchBuffers<'_>) -> Result<()> {
         let n = batch.sample_ids.len();
         let (ib, ob) = (self.plan.input_bytes(), self.plan.output_bytes());
         if batch.input.len() != n * ib {
@@ -323,7 +323,7 @@ impl Executor {
         compiled: &Compiled,
         scratch: &[Mutex<Vec<AlignedBuf>>],
         ranges: &[Range<usize>],
-        batch: Batch<'_>,
+        batch: BatchBuffers<'_>,
     ) -> Result<()> {
         let (ib, ob) = (self.plan.input_bytes(), self.plan.output_bytes());
         let slots = self.plan.rand_slots().len();
@@ -368,7 +368,7 @@ impl Executor {
         scratch: &[Mutex<Vec<AlignedBuf>>],
         fast: &[Option<Fast>],
         ranges: &[Range<usize>],
-        batch: Batch<'_>,
+        batch: BatchBuffers<'_>,
     ) -> Result<()> {
         let n = batch.sample_ids.len();
         let slots = self.plan.rand_slots().len();
@@ -507,7 +507,7 @@ fn resolve_fast(step: &Step) -> Option<Fast> {
             to: k.output.dtype,
         }),
         (FastPath::Lut(bits), &[_, _, c])
-            if step.input.dtype == DType::U8 && bits.len() == 256 * c =>
+            if step.input.dtype == ElemType::U8 && bits.len() == 256 * c =>
         {
             let t = k.output.dtype;
             let mut table = Vec::with_capacity(bits.len() * t.size());
@@ -635,24 +635,24 @@ fn convert_as<A: Elem + CastTo<B>, B: Elem>(inp: &[u8], out: &mut [u8]) {
 fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> + CastTo<f64>>(
     inp: &[u8],
     out: &mut [u8],
-    to: DType,
+    to: ElemType,
 ) {
     match to {
-        DType::U8 => convert_as::<A, u8>(inp, out),
-        DType::I32 => convert_as::<A, i32>(inp, out),
-        DType::I64 => convert_as::<A, i64>(inp, out),
-        DType::F32 => convert_as::<A, f32>(inp, out),
-        DType::F64 => convert_as::<A, f64>(inp, out),
+        ElemType::U8 => convert_as::<A, u8>(inp, out),
+        ElemType::I32 => convert_as::<A, i32>(inp, out),
+        ElemType::I64 => convert_as::<A, i64>(inp, out),
+        ElemType::F32 => convert_as::<A, f32>(inp, out),
+        ElemType::F64 => convert_as::<A, f64>(inp, out),
     }
 }
 
 /// Element-wise `as` conversion of a whole sample.
-fn convert(inp: &[u8], out: &mut [u8], from: DType, to: DType) {
+fn convert(inp: &[u8], out: &mut [u8], from: ElemType, to: ElemType) {
     match from {
-        DType::U8 => convert_from::<u8>(inp, out, to),
-        DType::I32 => convert_from::<i32>(inp, out, to),
-        DType::I64 => convert_from::<i64>(inp, out, to),
-        DType::F32 => convert_from::<f32>(inp, out, to),
-        DType::F64 => convert_from::<f64>(inp, out, to),
+        ElemType::U8 => convert_from::<u8>(inp, out, to),
+        ElemType::I32 => convert_from::<i32>(inp, out, to),
+        ElemType::I64 => convert_from::<i64>(inp, out, to),
+        ElemType::F32 => convert_from::<f32>(inp, out, to),
+        ElemType::F64 => convert_from::<f64>(inp, out, to),
     }
 }

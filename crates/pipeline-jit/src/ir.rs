@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use crate::state::{DType, State};
+use crate::state::{ElemType, State};
 
 /// An `i64` index expression, evaluated per output element.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,13 +98,13 @@ pub enum Expr {
     /// The input element at these coordinates (one per input axis, clamped into the shape).
     Input(Vec<Index>),
     /// A constant, as the bit pattern of a value of the type (see [`Expr::constant`]).
-    Const(DType, u64),
+    Const(ElemType, u64),
     /// A constant table (bit patterns of values of the type), indexed with clamping.
-    Table(DType, Arc<[u64]>, Box<Index>),
+    Table(ElemType, Arc<[u64]>, Box<Index>),
     /// An index converted to a value type with `as`.
-    FromIndex(DType, Box<Index>),
+    FromIndex(ElemType, Box<Index>),
     /// A value converted with `as`.
-    Cast(DType, Box<Expr>),
+    Cast(ElemType, Box<Expr>),
     /// Binary arithmetic.
     Bin(BinOp, Box<Expr>, Box<Expr>),
     /// `if cond { a } else { b }`, branch-free.
@@ -147,13 +147,13 @@ pub struct ExprKernel {
 }
 
 /// Encode a number as the bit pattern of a value of `dtype` (converted with `as`).
-pub fn bits_of(dtype: DType, v: f64) -> u64 {
+pub fn bits_of(dtype: ElemType, v: f64) -> u64 {
     match dtype {
-        DType::U8 => u64::from(v as u8),
-        DType::I32 => u64::from((v as i32) as u32),
-        DType::I64 => (v as i64) as u64,
-        DType::F32 => u64::from((v as f32).to_bits()),
-        DType::F64 => v.to_bits(),
+        ElemType::U8 => u64::from(v as u8),
+        ElemType::I32 => u64::from((v as i32) as u32),
+        ElemType::I64 => (v as i64) as u64,
+        ElemType::F32 => u64::from((v as f32).to_bits()),
+        ElemType::F64 => v.to_bits(),
     }
 }
 
@@ -201,16 +201,16 @@ impl Expr {
         Expr::Input((0..rank).map(Index::Coord).collect())
     }
     /// A constant of `dtype` converted from `v` with `as`.
-    pub fn constant(dtype: DType, v: f64) -> Expr {
+    pub fn constant(dtype: ElemType, v: f64) -> Expr {
         Expr::Const(dtype, bits_of(dtype, v))
     }
     /// A table of `dtype` constants (converted with `as`) indexed by `index`.
-    pub fn table(dtype: DType, values: &[f64], index: Index) -> Expr {
+    pub fn table(dtype: ElemType, values: &[f64], index: Index) -> Expr {
         let bits: Vec<u64> = values.iter().map(|&v| bits_of(dtype, v)).collect();
         Expr::Table(dtype, bits.into(), Box::new(index))
     }
     /// `self as dtype`.
-    pub fn cast(self, dtype: DType) -> Expr {
+    pub fn cast(self, dtype: ElemType) -> Expr {
         Expr::Cast(dtype, Box::new(self))
     }
     /// `self op other`.
@@ -235,7 +235,7 @@ impl Expr {
     }
 
     /// The type of the expression's value, given the input's type; `Err` names the problem.
-    pub fn dtype(&self, input: DType) -> Result<DType, String> {
+    pub fn dtype(&self, input: ElemType) -> Result<ElemType, String> {
         Ok(match self {
             Expr::Input(_) => input,
             Expr::Const(t, _) | Expr::Table(t, _, _) | Expr::FromIndex(t, _) => *t,

@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BinOp, CmpOp, Cond, Expr, Index};
 use crate::op::Lowered;
 use crate::plan::{Plan, Segment};
-use crate::state::DType;
+use crate::state::ElemType;
 
 /// Most uniform conditions hoisted per fused segment (2^N versions of the nest).
 const MAX_VERSIONED_CONDS: usize = 2;
@@ -82,17 +82,17 @@ fn cg(e: impl std::fmt::Display) -> Error {
     Error::Codegen(e.to_string())
 }
 
-fn clif(t: DType) -> Type {
+fn clif(t: ElemType) -> Type {
     match t {
-        DType::U8 => types::I8,
-        DType::I32 => types::I32,
-        DType::I64 => types::I64,
-        DType::F32 => types::F32,
-        DType::F64 => types::F64,
+        ElemType::U8 => types::I8,
+        ElemType::I32 => types::I32,
+        ElemType::I64 => types::I64,
+        ElemType::F32 => types::F32,
+        ElemType::F64 => types::F64,
     }
 }
 
-fn table_bytes(t: DType, bits: &[u64]) -> Box<[u8]> {
+fn table_bytes(t: ElemType, bits: &[u64]) -> Box<[u8]> {
     let mut v = Vec::with_capacity(bits.len() * t.size());
     for &b in bits {
         v.extend_from_slice(&b.to_ne_bytes()[..t.size()]);
@@ -545,11 +545,11 @@ struct FusedSeg<'s> {
     expr: &'s Expr,
     in_ptr: Value,
     in_shape: &'s [usize],
-    in_dtype: DType,
+    in_dtype: ElemType,
     in_readonly: bool,
     out_ptr: Value,
     out_shape: &'s [usize],
-    out_dtype: DType,
+    out_dtype: ElemType,
     rand: &'s HashMap<usize, Value>,
     rand_range: &'s [(i64, i64)],
 }
@@ -583,7 +583,7 @@ struct Gen<'a, 't> {
     /// functions compile faster.
     memo: HashMap<(u8, Value, i64), Value>,
     tables: &'t mut Vec<Box<[u8]>>,
-    table_ids: HashMap<(usize, DType), usize>,
+    table_ids: HashMap<(usize, ElemType), usize>,
     ptr: Type,
 }
 
@@ -640,10 +640,10 @@ impl Gen<'_, '_> {
         r
     }
 
-    fn extend64(&mut self, v: Value, t: DType) -> Value {
+    fn extend64(&mut self, v: Value, t: ElemType) -> Value {
         let op = match t {
-            DType::U8 => 3,
-            DType::I32 => 4,
+            ElemType::U8 => 3,
+            ElemType::I32 => 4,
             _ => return v,
         };
         if let Some(&r) = self.memo.get(&(op, v, 0)) {
@@ -845,13 +845,13 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn konst(&mut self, t: DType, bits: u64) -> Value {
+    fn konst(&mut self, t: ElemType, bits: u64) -> Value {
         match t {
-            DType::U8 => self.b.ins().iconst(types::I8, (bits & 0xff) as i64),
-            DType::I32 => self.b.ins().iconst(types::I32, i64::from(bits as u32)),
-            DType::I64 => self.b.ins().iconst(types::I64, bits as i64),
-            DType::F32 => self.b.ins().f32const(Ieee32::with_bits(bits as u32)),
-            DType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
+            ElemType::U8 => self.b.ins().iconst(types::I8, (bits & 0xff) as i64),
+            ElemType::I32 => self.b.ins().iconst(types::I32, i64::from(bits as u32)),
+            ElemType::I64 => self.b.ins().iconst(types::I64, bits as i64),
+            ElemType::F32 => self.b.ins().f32const(Ieee32::with_bits(bits as u32)),
+            ElemType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
         }
     }
 
@@ -869,8 +869,8 @@ impl Gen<'_, '_> {
             Index::Const(c) => Some((*c, *c)),
             Index::Rand(k) => Some(el.seg.rand_range[*k]),
             Index::Value(e) => match e.dtype(el.seg.in_dtype).ok()? {
-                DType::U8 => Some((0, 255)),
-                DType::I32 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
+                ElemType::U8 => Some((0, 255)),
+                ElemType::I32 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
                 _ => None,
             },
             Index::Add(a, b) => {
@@ -1013,7 +1013,7 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn table(&mut self, t: DType, bits: &std::sync::Arc<[u64]>) -> i64 {
+    fn table(&mut self, t: ElemType, bits: &std::sync::Arc<[u64]>) -> i64 {
         let key = (bits.as_ptr() as usize, t);
         let idx = *self.table_ids.entry(key).or_insert_with(|| {
             self.tables.push(table_bytes(t, bits));
@@ -1022,7 +1022,7 @@ impl Gen<'_, '_> {
         self.tables[idx].as_ptr() as i64
     }
 
-    fn expr(&mut self, el: &Elem<'_>, e: &Expr) -> (Value, DType) {
+    fn expr(&mut self, el: &Elem<'_>, e: &Expr) -> (Value, ElemType) {
         match e {
             Expr::Input(cs) => {
                 let seg = el.seg;
@@ -1077,7 +1077,7 @@ impl Gen<'_, '_> {
             Expr::FromIndex(t, i) => {
                 let iv = self.index(el, i);
                 let v = self.mat(iv);
-                (self.convert(v, DType::I64, *t), *t)
+                (self.convert(v, ElemType::I64, *t), *t)
             }
             Expr::Cast(t, a) => {
                 let (v, from) = self.expr(el, a);
@@ -1100,7 +1100,7 @@ impl Gen<'_, '_> {
         }
     }
 
-    fn bin(&mut self, op: BinOp, t: DType, x: Value, y: Value) -> Value {
+    fn bin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
         let ins = self.b.ins();
         if t.is_float() {
             match op {
@@ -1118,8 +1118,8 @@ impl Gen<'_, '_> {
                 BinOp::Mul => ins.imul(x, y),
                 // Rejected by validation (integer division); keep emission total.
                 BinOp::Div => x,
-                BinOp::Min if t == DType::U8 => ins.umin(x, y),
-                BinOp::Max if t == DType::U8 => ins.umax(x, y),
+                BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
+                BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
                 BinOp::Min => ins.smin(x, y),
                 BinOp::Max => ins.smax(x, y),
             }
@@ -1127,8 +1127,8 @@ impl Gen<'_, '_> {
     }
 
     /// Rust `as` conversion.
-    fn convert(&mut self, v: Value, from: DType, to: DType) -> Value {
-        use DType::*;
+    fn convert(&mut self, v: Value, from: ElemType, to: ElemType) -> Value {
+        use ElemType::*;
         let ins = self.b.ins();
         match (from, to) {
             _ if from == to => v,

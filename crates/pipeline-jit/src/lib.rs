@@ -3,7 +3,7 @@
 //!
 //! # Overview
 //!
-//! - [`State`] (`shape`, [`DType`], [`Device`]) describes one sample's buffer at each point
+//! - [`State`] (`shape`, [`ElemType`], [`Device`]) describes one sample's buffer at each point
 //!   of a pipeline.
 //! - An [`Operation`] declares, from its incoming state, what it becomes: an
 //!   [`ExprKernel`] (an *expressible* operation, written in the IR of [`ir`]) or a
@@ -15,11 +15,12 @@
 //!   every buffer size ([`Plan::buffers`]), the fused segments and the per-sample random
 //!   slots are known before the first batch. A shape or dtype mismatch is an
 //!   [`Error::InvalidOperation`] naming the operation.
-//! - An [`Executor`] runs a plan on [`Batch`]es on a rayon pool of `num_workers` threads,
-//!   either through generated code ([`Options::compile`]) or through the interpreter; both
-//!   give identical bytes. [`Executor::rebuild`] is FFCV's `recompile`: the pipeline is
-//!   re-declared (new parameters, new shapes) and code is generated again in a fresh
-//!   module, the old module's memory being freed.
+//! - An [`Executor`] runs a plan on batches ([`BatchBuffers`]: sample ids, input and
+//!   output bytes) on a rayon pool of `num_workers` threads, either through generated
+//!   code ([`Options::compile`]) or through the interpreter; both give identical bytes.
+//!   [`Executor::rebuild`] is FFCV's `recompile`: the pipeline is re-declared (new
+//!   parameters, new shapes) and code is generated again in a fresh module, the old
+//!   module's memory being freed.
 //!
 //! # The IR
 //!
@@ -67,8 +68,8 @@
 //! use std::sync::Arc;
 //! use pipeline_jit::ops::{NormalizeImage, RandomHorizontalFlip, ToChw};
 //! use pipeline_jit::{
-//!     Batch, BinOp, DType, Executor, Expr, ExprKernel, KernelArgs, Lowered, NativeKernel,
-//!     Operation, Options, Pipeline, State,
+//!     BatchBuffers, BinOp, ElemType, Executor, Expr, ExprKernel, KernelArgs, Lowered,
+//!     NativeKernel, Operation, Options, Pipeline, State,
 //! };
 //!
 //! /// A "decoder": sample `i` is the 2×2×3 image `store[i]`, read through the context.
@@ -90,7 +91,7 @@
 //! impl Operation for Decode {
 //!     fn name(&self) -> String { "Decode".into() }
 //!     fn lower(&self, _input: &State) -> Result<Lowered, String> {
-//!         let out = State::cpu([2, 2, 3], DType::U8);
+//!         let out = State::cpu([2, 2, 3], ElemType::U8);
 //!         Ok(Lowered::Native(NativeKernel::new(out, decode, self.0.clone())))
 //!     }
 //! }
@@ -100,22 +101,22 @@
 //! impl Operation for Invert {
 //!     fn name(&self) -> String { "Invert".into() }
 //!     fn lower(&self, input: &State) -> Result<Lowered, String> {
-//!         if input.dtype != DType::U8 {
+//!         if input.dtype != ElemType::U8 {
 //!             return Err(format!("expects u8, got {:?}", input.dtype));
 //!         }
 //!         let x = Expr::input_identity(input.shape.len());
-//!         let expr = Expr::constant(DType::U8, 255.0).bin(BinOp::Sub, x);
+//!         let expr = Expr::constant(ElemType::U8, 255.0).bin(BinOp::Sub, x);
 //!         Ok(Lowered::Expr(ExprKernel { output: input.clone(), expr, random: vec![] }))
 //!     }
 //! }
 //!
 //! let store = Arc::new(vec![[0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110]; 4]);
 //! // Decode, then Invert + flip + normalize + CHW fused into one loop nest.
-//! let pipeline = Pipeline::new(State::cpu([0], DType::U8))
+//! let pipeline = Pipeline::new(State::cpu([0], ElemType::U8))
 //!     .then(Decode(store))
 //!     .then(Invert)
 //!     .then(RandomHorizontalFlip(0.5))
-//!     .then(NormalizeImage { mean: vec![0.0; 3], std: vec![255.0; 3], dtype: DType::F32 })
+//!     .then(NormalizeImage { mean: vec![0.0; 3], std: vec![255.0; 3], dtype: ElemType::F32 })
 //!     .then(ToChw);
 //! let plan = pipeline.plan()?;
 //! assert_eq!(plan.output().shape, vec![3, 2, 2]);
@@ -126,7 +127,7 @@
 //! for compile in [true, false] {
 //!     let ex = Executor::new(&pipeline, &Options { num_workers: 2, compile })?;
 //!     let mut out = vec![0u8; ids.len() * plan.output_bytes()];
-//!     ex.run(Batch { sample_ids: &ids, input: &[], output: &mut out, seed: 7, epoch: 0 })?;
+//!     ex.run(BatchBuffers { sample_ids: &ids, input: &[], output: &mut out, seed: 7, epoch: 0 })?;
 //!     outputs.push(out);
 //! }
 //! assert_eq!(outputs[0], outputs[1]); // JIT and interpreter agree to the bit
@@ -158,8 +159,8 @@ pub mod state;
 
 pub use call::panic_message;
 pub use error::{Error, Result};
-pub use exec::{Batch, Executor, Options};
+pub use exec::{BatchBuffers, Executor, Options};
 pub use ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec};
 pub use op::{KernelArgs, KernelCall, KernelFn, Lowered, NativeKernel, Operation};
 pub use plan::{BufferInfo, BufferKind, Pipeline, Plan, Segment, Step};
-pub use state::{DType, Device, State};
+pub use state::{Device, ElemType, State};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec, bits_of};
 use crate::op::{Lowered, Operation};
-use crate::state::{DType, State};
+use crate::state::{ElemType, State};
 
 /// A specialised interpreter loop of a built-in operation.
 #[doc(hidden)]
@@ -64,7 +64,7 @@ impl Operation for ToChw {
 
 /// Element-wise conversion with Rust's `as` semantics (floats to integers saturate).
 #[derive(Debug, Clone)]
-pub struct Convert(pub DType);
+pub struct Convert(pub ElemType);
 
 impl Operation for Convert {
     fn name(&self) -> String {
@@ -95,7 +95,7 @@ pub struct NormalizeImage {
     /// Per-channel standard deviations.
     pub std: Vec<f64>,
     /// Output type (`F32` or `F64`).
-    pub dtype: DType,
+    pub dtype: ElemType,
 }
 
 impl NormalizeImage {
@@ -136,18 +136,18 @@ impl Operation for NormalizeImage {
             ..input.clone()
         };
         let x = Expr::input_identity(3);
-        let expr = if input.dtype == DType::U8 {
+        let expr = if input.dtype == ElemType::U8 {
             let idx = Index::Value(Box::new(x)) * i(c) + Index::Coord(2);
             Expr::Table(self.dtype, self.lut(), Box::new(idx))
         } else {
-            x.cast(DType::F64)
+            x.cast(ElemType::F64)
                 .bin(
                     BinOp::Sub,
-                    Expr::table(DType::F64, &self.mean, Index::Coord(2)),
+                    Expr::table(ElemType::F64, &self.mean, Index::Coord(2)),
                 )
                 .bin(
                     BinOp::Div,
-                    Expr::table(DType::F64, &self.std, Index::Coord(2)),
+                    Expr::table(ElemType::F64, &self.std, Index::Coord(2)),
                 )
                 .cast(self.dtype)
         };
@@ -191,7 +191,7 @@ impl Operation for RandomHorizontalFlip {
     }
 }
 
-fn fill_table(fill: &[f64], c: usize, dtype: DType) -> Result<Expr, String> {
+fn fill_table(fill: &[f64], c: usize, dtype: ElemType) -> Result<Expr, String> {
     let values: Vec<f64> = match fill.len() {
         1 => vec![fill[0]; c],
         n if n == c => fill.to_vec(),

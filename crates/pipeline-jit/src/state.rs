@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 
 /// Element type of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
+pub enum ElemType {
     /// Unsigned 8-bit integer.
     U8,
     /// Signed 32-bit integer.
@@ -17,23 +17,29 @@ pub enum DType {
     F64,
 }
 
-impl DType {
+impl ElemType {
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {
-            DType::U8 => 1,
-            DType::I32 | DType::F32 => 4,
-            DType::I64 | DType::F64 => 8,
+            ElemType::U8 => 1,
+            ElemType::I32 | ElemType::F32 => 4,
+            ElemType::I64 | ElemType::F64 => 8,
         }
     }
 
     /// Whether the type is a floating-point type.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, ElemType::F32 | ElemType::F64)
     }
 
     /// All element types, for tests and enumeration.
-    pub const ALL: [DType; 5] = [DType::U8, DType::I32, DType::I64, DType::F32, DType::F64];
+    pub const ALL: [ElemType; 5] = [
+        ElemType::U8,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::F32,
+        ElemType::F64,
+    ];
 }
 
 /// Where a buffer lives. Only `Cpu` buffers are produced by this crate's executors; a
@@ -52,14 +58,14 @@ pub struct State {
     /// Shape of one sample (row-major; the batch dimension is not included).
     pub shape: Vec<usize>,
     /// Element type.
-    pub dtype: DType,
+    pub dtype: ElemType,
     /// Where the buffer lives.
     pub device: Device,
 }
 
 impl State {
     /// A CPU state.
-    pub fn cpu(shape: impl Into<Vec<usize>>, dtype: DType) -> Self {
+    pub fn cpu(shape: impl Into<Vec<usize>>, dtype: ElemType) -> Self {
         State {
             shape: shape.into(),
             dtype,

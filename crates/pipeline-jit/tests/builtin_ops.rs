@@ -7,7 +7,7 @@ use pipeline_jit::ops::{
     Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
     ToChw,
 };
-use pipeline_jit::{DType, Pipeline, State};
+use pipeline_jit::{ElemType, Pipeline, State};
 
 /// Run both engines (1 and 2 threads), check they agree, return the bytes.
 fn both(p: &Pipeline, ids: &[u64], input: &[u8]) -> Vec<u8> {
@@ -18,7 +18,7 @@ fn both(p: &Pipeline, ids: &[u64], input: &[u8]) -> Vec<u8> {
 }
 
 fn u8s(shape: &[usize]) -> State {
-    State::cpu(shape.to_vec(), DType::U8)
+    State::cpu(shape.to_vec(), ElemType::U8)
 }
 
 #[test]
@@ -35,12 +35,12 @@ fn to_chw_moves_channels_first() {
 #[test]
 fn convert_then_scale_then_convert_back_saturates() {
     let p = Pipeline::new(u8s(&[3]))
-        .then(Convert(DType::F32))
+        .then(Convert(ElemType::F32))
         .then(Scale {
             mul: 2.0,
             add: -10.5,
         })
-        .then(Convert(DType::U8));
+        .then(Convert(ElemType::U8));
     // 0*2-10.5 = -10.5 -> 0; 100*2-10.5 = 189.5 -> 189; 200*2-10.5 = 389.5 -> 255.
     assert_eq!(both(&p, &[0], &[0, 100, 200]), vec![0, 189, 255]);
 }
@@ -48,7 +48,7 @@ fn convert_then_scale_then_convert_back_saturates() {
 #[test]
 fn scale_is_multiply_then_add_in_f32() {
     let p = Pipeline::new(u8s(&[2]))
-        .then(Convert(DType::F32))
+        .then(Convert(ElemType::F32))
         .then(Scale { mul: 0.1, add: 1.0 });
     let out = common::f32s(&both(&p, &[0], &[3, 7]));
     assert_eq!(
@@ -62,14 +62,14 @@ fn normalize_u8_to_f32_per_channel() {
     let norm = NormalizeImage {
         mean: vec![10.0, 10.0, 10.0],
         std: vec![2.0, 4.0, 5.0],
-        dtype: DType::F32,
+        dtype: ElemType::F32,
     };
     let p = Pipeline::new(u8s(&[1, 2, 3])).then(norm.clone());
     let out = common::f32s(&both(&p, &[0], &[10, 20, 30, 0, 255, 12]));
     assert_eq!(out, vec![0.0, 2.5, 4.0, -5.0, 61.25, 0.4]);
     // A float input takes the arithmetic form, not the table; same values.
     let pf = Pipeline::new(u8s(&[1, 2, 3]))
-        .then(Convert(DType::F32))
+        .then(Convert(ElemType::F32))
         .then(norm);
     assert_eq!(
         common::f32s(&both(&pf, &[0], &[10, 20, 30, 0, 255, 12])),
@@ -82,7 +82,7 @@ fn normalize_rounds_like_ffcv_f64_then_cast() {
     let p = Pipeline::new(u8s(&[1, 1, 1])).then(NormalizeImage {
         mean: vec![0.1],
         std: vec![0.3],
-        dtype: DType::F64,
+        dtype: ElemType::F64,
     });
     let out = both(&p, &[0], &[7]);
     assert_eq!(
@@ -201,7 +201,7 @@ fn flip_normalize_to_chw_fuses_into_one_segment() {
         .then(NormalizeImage {
             mean: vec![0.0; 3],
             std: vec![1.0; 3],
-            dtype: DType::F32,
+            dtype: ElemType::F32,
         })
         .then(ToChw);
     let plan = p.plan().unwrap();
@@ -213,35 +213,35 @@ fn flip_normalize_to_chw_fuses_into_one_segment() {
 }
 
 /// `v as T` for each element type, as native-endian bytes.
-fn as_bytes(t: DType, v: f64) -> Vec<u8> {
+fn as_bytes(t: ElemType, v: f64) -> Vec<u8> {
     match t {
-        DType::U8 => vec![v as u8],
-        DType::I32 => (v as i32).to_ne_bytes().to_vec(),
-        DType::I64 => (v as i64).to_ne_bytes().to_vec(),
-        DType::F32 => (v as f32).to_ne_bytes().to_vec(),
-        DType::F64 => v.to_ne_bytes().to_vec(),
+        ElemType::U8 => vec![v as u8],
+        ElemType::I32 => (v as i32).to_ne_bytes().to_vec(),
+        ElemType::I64 => (v as i64).to_ne_bytes().to_vec(),
+        ElemType::F32 => (v as f32).to_ne_bytes().to_vec(),
+        ElemType::F64 => v.to_ne_bytes().to_vec(),
     }
 }
 
 /// One element of type `from` (native-endian bytes) converted to `to` with Rust's `as`.
-fn cast_bytes(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
+fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
     macro_rules! to {
         ($x:expr) => {
             match to {
-                DType::U8 => vec![$x as u8],
-                DType::I32 => ($x as i32).to_ne_bytes().to_vec(),
-                DType::I64 => ($x as i64).to_ne_bytes().to_vec(),
-                DType::F32 => ($x as f32).to_ne_bytes().to_vec(),
-                DType::F64 => ($x as f64).to_ne_bytes().to_vec(),
+                ElemType::U8 => vec![$x as u8],
+                ElemType::I32 => ($x as i32).to_ne_bytes().to_vec(),
+                ElemType::I64 => ($x as i64).to_ne_bytes().to_vec(),
+                ElemType::F32 => ($x as f32).to_ne_bytes().to_vec(),
+                ElemType::F64 => ($x as f64).to_ne_bytes().to_vec(),
             }
         };
     }
     match from {
-        DType::U8 => to!(b[0]),
-        DType::I32 => to!(i32::from_ne_bytes(b.try_into().unwrap())),
-        DType::I64 => to!(i64::from_ne_bytes(b.try_into().unwrap())),
-        DType::F32 => to!(f32::from_ne_bytes(b.try_into().unwrap())),
-        DType::F64 => to!(f64::from_ne_bytes(b.try_into().unwrap())),
+        ElemType::U8 => to!(b[0]),
+        ElemType::I32 => to!(i32::from_ne_bytes(b.try_into().unwrap())),
+        ElemType::I64 => to!(i64::from_ne_bytes(b.try_into().unwrap())),
+        ElemType::F32 => to!(f32::from_ne_bytes(b.try_into().unwrap())),
+        ElemType::F64 => to!(f64::from_ne_bytes(b.try_into().unwrap())),
     }
 }
 
@@ -261,8 +261,8 @@ fn convert_is_rust_as_for_every_type_pair() {
         f64::NEG_INFINITY,
         3.75e-3,
     ];
-    for from in DType::ALL {
-        for to in DType::ALL {
+    for from in ElemType::ALL {
+        for to in ElemType::ALL {
             let input: Vec<u8> = values.iter().flat_map(|&v| as_bytes(from, v)).collect();
             let p = Pipeline::new(State::cpu([values.len()], from)).then(Convert(to));
             let out = both(&p, &[0], &input);

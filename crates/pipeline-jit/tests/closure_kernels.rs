@@ -6,8 +6,8 @@
 mod common;
 
 use pipeline_jit::{
-    Batch, DType, Error, Executor, KernelCall, Lowered, NativeKernel, Operation, Options, Pipeline,
-    State,
+    BatchBuffers, ElemType, Error, Executor, KernelCall, Lowered, NativeKernel, Operation, Options,
+    Pipeline, State,
 };
 
 /// `out[k] = 2 * in[k]` over 4 bytes; sample 13 panics, sample 14 returns an error.
@@ -38,7 +38,7 @@ impl Operation for Double {
 }
 
 fn executor(compile: bool) -> Executor {
-    let p = Pipeline::new(State::cpu([4], DType::U8)).then(Double);
+    let p = Pipeline::new(State::cpu([4], ElemType::U8)).then(Double);
     Executor::new(
         &p,
         &Options {
@@ -52,7 +52,7 @@ fn executor(compile: bool) -> Executor {
 fn run(ex: &Executor, ids: &[u64]) -> Result<Vec<u8>, Error> {
     let input: Vec<u8> = (0..ids.len() * 4).map(|k| k as u8).collect();
     let mut out = vec![0u8; ids.len() * 4];
-    ex.run(Batch {
+    ex.run(BatchBuffers {
         sample_ids: ids,
         input: &input,
         output: &mut out,

@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use pipeline_jit::{
-    Batch, BinOp, DType, Error, Executor, Expr, ExprKernel, KernelArgs, Lowered, NativeKernel,
-    Operation, Options, Pipeline, State,
+    BatchBuffers, BinOp, ElemType, Error, Executor, Expr, ExprKernel, KernelArgs, Lowered,
+    NativeKernel, Operation, Options, Pipeline, State,
 };
 
 /// A "decoder": sample `i` is `store[i]` (4 bytes), fetched through the context.
@@ -40,7 +40,7 @@ impl Operation for Decode {
         "Decode".into()
     }
     fn lower(&self, _input: &State) -> Result<Lowered, String> {
-        let out = State::cpu([2, 2], DType::U8);
+        let out = State::cpu([2, 2], ElemType::U8);
         Ok(Lowered::Native(
             NativeKernel::new(out, decode, self.store.clone()).with_scratch(16),
         ))
@@ -59,14 +59,14 @@ impl Operation for InvertTranspose {
         let x = Expr::Input(vec![Index::Coord(1), Index::Coord(0)]);
         Ok(Lowered::Expr(ExprKernel {
             output: input.clone(),
-            expr: Expr::constant(DType::U8, 255.0).bin(BinOp::Sub, x),
+            expr: Expr::constant(ElemType::U8, 255.0).bin(BinOp::Sub, x),
             random: vec![],
         }))
     }
 }
 
 fn pipeline(store: Vec<[u8; 4]>) -> Pipeline {
-    Pipeline::new(State::cpu([0], DType::U8))
+    Pipeline::new(State::cpu([0], ElemType::U8))
         .then(Decode {
             store: Arc::new(store),
         })
@@ -100,7 +100,7 @@ fn kernel_failure_names_operation_and_sample() {
         )
         .unwrap();
         let mut out = vec![0u8; 4 * 4];
-        let r = ex.run(Batch {
+        let r = ex.run(BatchBuffers {
             sample_ids: &[1, 2, 13, 3],
             input: &[],
             output: &mut out,

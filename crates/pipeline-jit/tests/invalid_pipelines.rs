@@ -3,12 +3,12 @@
 
 use pipeline_jit::ops::{Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw};
 use pipeline_jit::{
-    Batch, BinOp, DType, Device, Error, Executor, Expr, ExprKernel, Index, Lowered, Operation,
-    Options, Pipeline, RandSpec, State,
+    BatchBuffers, BinOp, Device, ElemType, Error, Executor, Expr, ExprKernel, Index, Lowered,
+    Operation, Options, Pipeline, RandSpec, State,
 };
 
 fn u8s(shape: &[usize]) -> State {
-    State::cpu(shape.to_vec(), DType::U8)
+    State::cpu(shape.to_vec(), ElemType::U8)
 }
 
 fn plan_error(p: &Pipeline) -> (usize, String, String) {
@@ -36,7 +36,7 @@ fn channel_count_mismatch_names_the_normalize() {
         .then(NormalizeImage {
             mean: vec![0.0; 2],
             std: vec![1.0; 2],
-            dtype: DType::F32,
+            dtype: ElemType::F32,
         });
     let (index, op, reason) = plan_error(&p);
     assert_eq!((index, op.as_str()), (1, "NormalizeImage"));
@@ -57,7 +57,7 @@ fn dtype_mismatch_is_rejected() {
     assert!(reason.contains("U8"), "{reason}");
     let mixed = ExprKernel {
         output: u8s(&[4]),
-        expr: Expr::input_identity(1).bin(BinOp::Add, Expr::constant(DType::F32, 1.0)),
+        expr: Expr::input_identity(1).bin(BinOp::Add, Expr::constant(ElemType::F32, 1.0)),
         random: vec![],
     };
     let (_, _, reason) = plan_error(&Pipeline::new(u8s(&[4])).then(Fixed(mixed)));
@@ -77,11 +77,11 @@ fn malformed_ir_is_rejected() {
             "Rand(0)",
         ),
         (
-            Expr::input_identity(2).bin(BinOp::Div, Expr::constant(DType::U8, 2.0)),
+            Expr::input_identity(2).bin(BinOp::Div, Expr::constant(ElemType::U8, 2.0)),
             "Div of integers",
         ),
         (
-            Expr::Table(DType::U8, Vec::new().into(), Box::new(Index::Const(0))),
+            Expr::Table(ElemType::U8, Vec::new().into(), Box::new(Index::Const(0))),
             "empty table",
         ),
     ];
@@ -162,7 +162,7 @@ fn wrong_batch_buffers_are_errors_in_both_engines() {
         )
         .unwrap();
         let mut out = vec![0u8; 24];
-        let r = ex.run(Batch {
+        let r = ex.run(BatchBuffers {
             sample_ids: &[0, 1],
             input: &[0; 23],
             output: &mut out,
@@ -179,7 +179,7 @@ fn wrong_batch_buffers_are_errors_in_both_engines() {
             ),
             "{r:?}"
         );
-        let r = ex.run(Batch {
+        let r = ex.run(BatchBuffers {
             sample_ids: &[0, 1],
             input: &[0; 24],
             output: &mut out[..12],

@@ -11,7 +11,7 @@ use pipeline_jit::ops::{
     ToChw,
 };
 use pipeline_jit::{
-    BinOp, CmpOp, Cond, DType, Expr, ExprKernel, Index, KernelArgs, Lowered, NativeKernel,
+    BinOp, CmpOp, Cond, ElemType, Expr, ExprKernel, Index, KernelArgs, Lowered, NativeKernel,
     Operation, Pipeline, RandSpec, State,
 };
 use proptest::prelude::*;
@@ -72,7 +72,7 @@ fn rand_cond(g: &mut Gen, rank: usize, depth: u32) -> Cond {
     }
 }
 
-fn rand_expr(g: &mut Gen, t: DType, input: &State, depth: u32) -> Expr {
+fn rand_expr(g: &mut Gen, t: ElemType, input: &State, depth: u32) -> Expr {
     let rank = input.shape.len();
     let leaf = |g: &mut Gen| -> Expr {
         match g.below(4) {
@@ -100,7 +100,7 @@ fn rand_expr(g: &mut Gen, t: DType, input: &State, depth: u32) -> Expr {
             rand_expr(g, t, input, depth - 1),
         ),
         2 => {
-            let u = DType::ALL[g.below(5) as usize];
+            let u = ElemType::ALL[g.below(5) as usize];
             rand_expr(g, u, input, depth - 1).cast(t)
         }
         _ => {
@@ -123,7 +123,7 @@ impl Operation for RandomIr {
     }
     fn lower(&self, input: &State) -> Result<Lowered, String> {
         let mut g = Gen(self.seed | 1);
-        let t = DType::ALL[g.below(5) as usize];
+        let t = ElemType::ALL[g.below(5) as usize];
         let expr = rand_expr(&mut g, t, input, 3);
         Ok(Lowered::Expr(ExprKernel {
             output: State {
@@ -155,7 +155,7 @@ impl Operation for ReverseXor {
         "ReverseXor".into()
     }
     fn lower(&self, input: &State) -> Result<Lowered, String> {
-        if input.dtype != DType::U8 {
+        if input.dtype != ElemType::U8 {
             return Err("u8 only".into());
         }
         Ok(Lowered::Native(NativeKernel::new(
@@ -176,7 +176,7 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
         (0, 0, 0)
     };
     let candidates: Vec<Arc<dyn Operation>> = vec![
-        Arc::new(Convert(DType::ALL[g.below(5) as usize])),
+        Arc::new(Convert(ElemType::ALL[g.below(5) as usize])),
         Arc::new(RandomIr { seed: g.next() }),
         Arc::new(Clamp {
             lo: g.small().min(0.0),
@@ -190,7 +190,7 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
             add: g.small(),
         }));
     }
-    if state.dtype == DType::U8 {
+    if state.dtype == ElemType::U8 {
         all.push(Arc::new(ReverseXor));
     }
     if hwc {
@@ -199,9 +199,9 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
         let mean: Vec<f64> = (0..c).map(|_| g.small()).collect();
         let std: Vec<f64> = (0..c).map(|_| 1.0 + g.below(100) as f64).collect();
         let dtype = if g.below(2) == 0 {
-            DType::F32
+            ElemType::F32
         } else {
-            DType::F64
+            ElemType::F64
         };
         all.push(Arc::new(NormalizeImage { mean, std, dtype }));
         if h.min(w) > 1 {
@@ -222,7 +222,7 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
 }
 
 fn build(shape: &[usize], choices: &[u64]) -> Pipeline {
-    let mut p = Pipeline::new(State::cpu(shape.to_vec(), DType::U8));
+    let mut p = Pipeline::new(State::cpu(shape.to_vec(), ElemType::U8));
     let mut state = p.input().clone();
     for &c in choices {
         let op = pick(c, &state);
@@ -282,7 +282,7 @@ impl Operation for CancellingOffsets {
 
 #[test]
 fn cancelling_huge_index_offsets_read_the_right_element() {
-    let p = Pipeline::new(State::cpu([300, 4], DType::U8)).then(CancellingOffsets);
+    let p = Pipeline::new(State::cpu([300, 4], ElemType::U8)).then(CancellingOffsets);
     let input: Vec<u8> = (0..2400).map(|i| (i % 251) as u8).collect();
     let ids = [0, 1];
     // Every row of a sample is its row 0.

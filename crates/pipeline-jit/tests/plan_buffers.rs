@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pipeline_jit::ops::{Convert, NormalizeImage, RandomHorizontalFlip, ToChw};
 use pipeline_jit::{
-    BufferKind, DType, KernelArgs, Lowered, NativeKernel, Operation, Pipeline, Segment, State,
+    BufferKind, ElemType, KernelArgs, Lowered, NativeKernel, Operation, Pipeline, Segment, State,
 };
 
 struct Fill;
@@ -21,7 +21,7 @@ impl Operation for Fill {
         "Fill".into()
     }
     fn lower(&self, _: &State) -> Result<Lowered, String> {
-        let out = State::cpu([4, 5, 3], DType::U8);
+        let out = State::cpu([4, 5, 3], ElemType::U8);
         Ok(Lowered::Native(
             NativeKernel::new(out, fill, Arc::new(())).with_scratch(1000),
         ))
@@ -30,16 +30,16 @@ impl Operation for Fill {
 
 #[test]
 fn buffers_and_segments_are_known_before_running() {
-    let p = Pipeline::new(State::cpu([0], DType::U8))
+    let p = Pipeline::new(State::cpu([0], ElemType::U8))
         .then(Fill)
         .then(RandomHorizontalFlip(0.5))
         .then(NormalizeImage {
             mean: vec![0.0; 3],
             std: vec![1.0; 3],
-            dtype: DType::F64,
+            dtype: ElemType::F64,
         })
         .then(Fill)
-        .then(Convert(DType::I32))
+        .then(Convert(ElemType::I32))
         .then(ToChw);
     let plan = p.plan().unwrap();
     let got: Vec<(BufferKind, Option<usize>, usize)> = plan
@@ -61,7 +61,7 @@ fn buffers_and_segments_are_known_before_running() {
             (BufferKind::Output, Some(5), 240),
         ]
     );
-    assert_eq!(plan.output(), &State::cpu([3, 4, 5], DType::I32));
+    assert_eq!(plan.output(), &State::cpu([3, 4, 5], ElemType::I32));
     let segs: Vec<String> = plan
         .segments()
         .iter()

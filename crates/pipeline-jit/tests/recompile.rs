@@ -5,11 +5,11 @@
 mod common;
 
 use pipeline_jit::ops::{Convert, Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw};
-use pipeline_jit::{DType, Executor, Options, Pipeline, State};
+use pipeline_jit::{ElemType, Executor, Options, Pipeline, State};
 
 fn scaled(mul: f64) -> Pipeline {
-    Pipeline::new(State::cpu([2, 2, 1], DType::U8))
-        .then(Convert(DType::F32))
+    Pipeline::new(State::cpu([2, 2, 1], ElemType::U8))
+        .then(Convert(ElemType::F32))
         .then(Scale { mul, add: 1.0 })
 }
 
@@ -41,8 +41,8 @@ fn rebuilding_with_new_parameters_changes_the_output() {
 #[test]
 fn rebuilding_may_change_the_output_shape() {
     // Progressive resizing in miniature: the epoch's pipeline decides the output layout.
-    let hwc = Pipeline::new(State::cpu([1, 2, 3], DType::U8)).then(Convert(DType::U8));
-    let chw = Pipeline::new(State::cpu([1, 2, 3], DType::U8)).then(ToChw);
+    let hwc = Pipeline::new(State::cpu([1, 2, 3], ElemType::U8)).then(Convert(ElemType::U8));
+    let chw = Pipeline::new(State::cpu([1, 2, 3], ElemType::U8)).then(ToChw);
     let mut ex = Executor::new(
         &hwc,
         &Options {
@@ -78,7 +78,7 @@ fn rss_bytes() -> u64 {
 #[test]
 fn a_thousand_recompiles_do_not_grow_memory() {
     let pipeline = |epoch: u64| {
-        Pipeline::new(State::cpu([4, 4, 3], DType::U8))
+        Pipeline::new(State::cpu([4, 4, 3], ElemType::U8))
             .then(RandomHorizontalFlip(0.5))
             .then(Cutout {
                 size: 1 + (epoch % 3) as usize,
@@ -87,7 +87,7 @@ fn a_thousand_recompiles_do_not_grow_memory() {
             .then(NormalizeImage {
                 mean: vec![epoch as f64; 3],
                 std: vec![2.0; 3],
-                dtype: DType::F32,
+                dtype: ElemType::F32,
             })
             .then(ToChw)
     };

@@ -4,10 +4,10 @@
 mod common;
 
 use pipeline_jit::ops::{Cutout, RandomHorizontalFlip, RandomTranslate};
-use pipeline_jit::{DType, Pipeline, State};
+use pipeline_jit::{ElemType, Pipeline, State};
 
 fn augment() -> Pipeline {
-    Pipeline::new(State::cpu([6, 6, 3], DType::U8))
+    Pipeline::new(State::cpu([6, 6, 3], ElemType::U8))
         .then(RandomHorizontalFlip(0.5))
         .then(RandomTranslate {
             padding: 2,

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use beton_io::{DType, DatasetWriter, from_fn};
+use beton_io::{DatasetWriter, NumpyDtype, from_fn};
 use ffcv_cli::synthetic::{Kind, Spec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -123,7 +123,7 @@ fn spec(args: &SyntheticArgs) -> Result<Spec> {
         if args.kind != Kind::Ndarray {
             return Err(unused("dtype", "ndarray"));
         }
-        spec.dtype = DType::from_numpy_name(dtype)
+        spec.dtype = NumpyDtype::from_numpy_name(dtype)
             .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
     }
     args.jpeg.apply(&mut spec)?;

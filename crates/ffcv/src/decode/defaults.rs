@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use beton_io::{DType as NumpyDType, FieldMetadata, FieldType, IMAGE_MODE_RAW, Reader};
+use beton_io::{FieldMetadata, FieldType, IMAGE_MODE_RAW, NumpyDtype, Reader};
 
 use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
@@ -29,8 +29,8 @@ pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
     })
 }
 
-fn little(kind: beton_io::DTypeKind, size: u64) -> NumpyDType {
-    NumpyDType::numeric(kind, size, beton_io::ByteOrder::Little).expect("valid numeric dtype")
+fn little(kind: beton_io::NumpyKind, size: u64) -> NumpyDtype {
+    NumpyDtype::numeric(kind, size, beton_io::ByteOrder::Little).expect("valid numeric dtype")
 }
 
 fn expect_type(info: &FieldInfo<'_>, ok: bool, want: &str) -> Result<(), String> {
@@ -58,7 +58,7 @@ impl Decoder for IntDecoder {
         expect_type(info, info.field.field_type == FieldType::Int, "IntField")?;
         Ok(DecoderOutput::new(
             vec![1],
-            little(beton_io::DTypeKind::Int, 8),
+            little(beton_io::NumpyKind::Int, 8),
             OutputKind::Scalar,
         ))
     }
@@ -91,7 +91,7 @@ impl Decoder for FloatDecoder {
         )?;
         Ok(DecoderOutput::new(
             vec![1],
-            little(beton_io::DTypeKind::Float, 8),
+            little(beton_io::NumpyKind::Float, 8),
             OutputKind::Scalar,
         ))
     }
@@ -142,7 +142,7 @@ fn max_stored_len(reader: &Reader, field: usize) -> Result<usize, String> {
 /// for byte and JSON fields), each row its sample's bytes followed by zeros.
 fn padded_rows(info: &FieldInfo<'_>, kind: OutputKind) -> Result<DecoderOutput, String> {
     let max = max_stored_len(info.reader, info.index)?;
-    Ok(DecoderOutput::new(vec![max], NumpyDType::u8(), kind))
+    Ok(DecoderOutput::new(vec![max], NumpyDtype::u8(), kind))
 }
 
 /// FFCV's `BytesDecoder`: `u8` rows as wide as the largest sample of the whole file, plus
@@ -269,7 +269,7 @@ impl Decoder for RawBytesDecoder {
         let max = max_stored_len(info.reader, info.index)?;
         Ok(DecoderOutput::new(
             vec![max],
-            NumpyDType::u8(),
+            NumpyDtype::u8(),
             OutputKind::Bytes,
         ))
     }

@@ -12,11 +12,11 @@
 
 use std::cell::RefCell;
 
-use beton_io::{DType as NumpyDType, FieldMetadata, FieldType};
+use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use crate::image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
+use rgb_image::{JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 
 thread_local! {
     /// One reusable kernel per thread (each loader worker decodes with its own).
@@ -41,105 +41,13 @@ fn image_output(height: u32, width: u32) -> Result<DecoderOutput, String> {
     }
     let out = DecoderOutput::new(
         vec![height as usize, width as usize, 3],
-        NumpyDType::u8(),
+        NumpyDtype::u8(),
         OutputKind::Array,
     );
     if out.row_bytes().is_none() {
         return Err(format!("output size {height}x{width} exceeds memory"));
     }
     Ok(out)
-}
-
-/// What a JPEG's frame header (SOFn) says, read without allocating.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Frame {
-    height: u16,
-    width: u16,
-    /// For Huffman-coded sequential frames (SOF0, SOF1: every FFCV-written JPEG), the
-    /// fewest bytes an entropy-coded scan of the whole frame can take: every 8x8 block
-    /// codes at least its DC difference and one AC symbol (EOB or a coefficient), each at
-    /// least one bit. `None` for other frames (progressive scans can skip runs of blocks
-    /// with one EOBRUN symbol, so no such bound holds).
-    min_scan_bytes: Option<u64>,
-}
-
-/// The frame header of `jpeg`, read by walking the marker segments without allocating;
-/// `None` if the bytes end or a scan starts before one.
-fn frame_header(jpeg: &[u8]) -> Option<Frame> {
-    let be16 = |at: usize| Some(u16::from_be_bytes([*jpeg.get(at)?, *jpeg.get(at + 1)?]));
-    if jpeg.get(..2)? != [0xFF, 0xD8] {
-        return None;
-    }
-    let mut at = 2;
-    loop {
-        if *jpeg.get(at)? != 0xFF {
-            return None;
-        }
-        // Fill bytes: any number of 0xFF before the marker code.
-        while *jpeg.get(at)? == 0xFF {
-            at += 1;
-        }
-        let marker = *jpeg.get(at)?;
-        at += 1;
-        match marker {
-            // Markers without a length.
-            0x01 | 0xD0..=0xD8 => continue,
-            // End of image or start of scan before any frame header.
-            0xD9 | 0xDA => return None,
-            _ => {}
-        }
-        let len = usize::from(be16(at)?);
-        if matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
-            let (height, width) = (be16(at + 3)?, be16(at + 5)?);
-            let min_scan_bytes = if matches!(marker, 0xC0 | 0xC1) {
-                min_scan_bytes(jpeg.get(at + 7..)?, height, width)
-            } else {
-                None
-            };
-            return Some(Frame {
-                height,
-                width,
-                min_scan_bytes,
-            });
-        }
-        if len < 2 {
-            return None;
-        }
-        at += len;
-    }
-}
-
-/// The lower bound of [`Frame::min_scan_bytes`] from the component list of a frame
-/// header (`n`, then `id, HhVv, Tq` per component); `None` if the list is short or a
-/// sampling factor is 0 (the decoder then reports the damage itself).
-fn min_scan_bytes(components: &[u8], height: u16, width: u16) -> Option<u64> {
-    let n = usize::from(*components.first()?);
-    let factors = components.get(1..1 + 3 * n)?;
-    let sampling = |k: usize| {
-        (
-            u64::from(factors[3 * k + 1] >> 4),
-            u64::from(factors[3 * k + 1] & 15),
-        )
-    };
-    let (mut hmax, mut vmax) = (1, 1);
-    for k in 0..n {
-        let (h, v) = sampling(k);
-        if h == 0 || v == 0 {
-            return None;
-        }
-        (hmax, vmax) = (hmax.max(h), vmax.max(v));
-    }
-    let (h, w) = (u64::from(height), u64::from(width));
-    // A component's blocks, counted without the padding of interleaved MCUs (fewer blocks,
-    // so the bound stays a lower bound for either scan layout).
-    let blocks: u64 = (0..n)
-        .map(|k| {
-            let (ch, cv) = if n == 1 { (1, 1) } else { sampling(k) };
-            let (hm, vm) = if n == 1 { (1, 1) } else { (hmax, vmax) };
-            (w * ch).div_ceil(hm).div_ceil(8) * (h * cv).div_ceil(vm).div_ceil(8)
-        })
-        .sum();
-    Some((2 * blocks).div_ceil(8))
 }
 
 /// Refuses an image area over the loader's cap, before anything is sized from it.
@@ -172,7 +80,7 @@ pub fn check_stored_image(
     if mode == beton_io::IMAGE_MODE_JPEG {
         // Check the JPEG header against the metadata before the kernel sizes its
         // full-resolution buffer from the metadata.
-        let frame = frame_header(data).ok_or_else(|| {
+        let frame = JpegFrame::find(data).ok_or_else(|| {
             format!(
                 "JPEG decode failed ({} bytes of input): no frame header",
                 data.len()
@@ -187,7 +95,7 @@ pub fn check_stored_image(
         // A stream too short to code its frame would still make the kernel allocate the
         // full frame before the scan runs out: refuse it from its length alone, so that a
         // worker's buffers grow only for images whose bytes can hold them.
-        if let Some(min) = frame.min_scan_bytes
+        if let Some(min) = frame.min_scan_bytes()
             && (data.len() as u64) < min
         {
             return Err(format!(
@@ -378,60 +286,7 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_area, frame_header, min_scan_bytes};
-    use crate::image::{SyntheticImageSpec, synthetic_jpeg};
-
-    fn frame_size(jpeg: &[u8]) -> Option<(u16, u16)> {
-        frame_header(jpeg).map(|f| (f.height, f.width))
-    }
-
-    #[test]
-    fn frame_size_reads_the_header_and_refuses_damage() {
-        let spec = SyntheticImageSpec {
-            min_side: 20,
-            max_side: 70,
-        };
-        for i in 0..8 {
-            let (jpeg, w, h) = synthetic_jpeg(1, i, spec, 80).unwrap();
-            assert_eq!(frame_size(&jpeg), Some((h as u16, w as u16)));
-            // Every truncation either still holds the header or is refused; none panics.
-            for cut in 0..jpeg.len().min(700) {
-                let got = frame_size(&jpeg[..cut]);
-                assert!(got.is_none() || got == Some((h as u16, w as u16)));
-            }
-        }
-        assert_eq!(frame_size(b"\xFF\xD8\xFF\xDA\x00\x02"), None);
-        assert_eq!(frame_size(b"PNG"), None);
-    }
-
-    #[test]
-    fn real_jpegs_are_longer_than_their_minimal_scan() {
-        let spec = SyntheticImageSpec {
-            min_side: 8,
-            max_side: 300,
-        };
-        for i in 0..16 {
-            let (jpeg, w, h) = synthetic_jpeg(3, i, spec, 50).unwrap();
-            let min = frame_header(&jpeg).unwrap().min_scan_bytes.unwrap();
-            assert!(min > 0 && (jpeg.len() as u64) > min, "{w}x{h}: {min}");
-        }
-    }
-
-    #[test]
-    fn minimal_scan_counts_blocks_per_component() {
-        // Gray 16x16: 4 blocks, 8 bits, 1 byte.
-        assert_eq!(min_scan_bytes(&[1, 1, 0x11, 0], 16, 16), Some(1));
-        // 4:2:0 YCbCr 65000x65000: 8125^2 luma + 2 x 4063^2 chroma blocks, 2 bits each.
-        let ycc = [3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1];
-        let blocks = 8125u64 * 8125 + 2 * 4063 * 4063;
-        assert_eq!(
-            min_scan_bytes(&ycc, 65000, 65000),
-            Some((2 * blocks).div_ceil(8))
-        );
-        // A zero sampling factor or a short list gives no bound.
-        assert_eq!(min_scan_bytes(&[3, 1, 0x22, 0, 2, 0x01, 1], 8, 8), None);
-        assert_eq!(min_scan_bytes(&[1, 1, 0x10, 0], 8, 8), None);
-    }
+    use super::check_area;
 
     #[test]
     fn areas_over_the_cap_are_refused() {

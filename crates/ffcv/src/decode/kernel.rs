@@ -13,7 +13,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pipeline_jit::{DType, KernelArgs, Lowered, NativeKernel, Operation, State};
+use pipeline_jit::{ElemType, KernelArgs, Lowered, NativeKernel, Operation, State};
 
 use super::{Decoder, DecoderOutput, SampleInput};
 
@@ -24,7 +24,7 @@ pub(crate) const RECORD_METADATA: usize = 16;
 
 /// The pipeline state of a batch of records.
 pub(crate) fn record_state() -> State {
-    State::cpu([RECORD_BYTES], DType::U8)
+    State::cpu([RECORD_BYTES], ElemType::U8)
 }
 
 /// Writes a sample's record.

@@ -18,8 +18,8 @@ mod spec;
 
 use std::sync::Arc;
 
-use beton_io::{DType as NumpyDType, Field, Reader};
-use pipeline_jit::{DType, Operation, State};
+use beton_io::{Field, NumpyDtype, Reader};
+use pipeline_jit::{ElemType, Operation, State};
 
 pub(crate) use defaults::stored_extent;
 pub use defaults::{
@@ -66,7 +66,7 @@ pub struct DecoderOutput {
     /// Shape of one sample's row, as users see it (the batch dimension not included).
     pub shape: Vec<usize>,
     /// Element type as users see it (numpy's description, e.g. `<i2`).
-    pub dtype: NumpyDType,
+    pub dtype: NumpyDtype,
     /// The pipeline state the transforms after the decoder see. It describes the same
     /// bytes as `shape` and `dtype`; for element types pipeline-jit has no name for
     /// (int16, float16, big-endian...) it is `U8` with the item size as a last axis.
@@ -79,13 +79,13 @@ pub struct DecoderOutput {
 
 impl DecoderOutput {
     /// An output of `shape` elements of `dtype`, with the pipeline state derived from them.
-    pub fn new(shape: Vec<usize>, dtype: NumpyDType, kind: OutputKind) -> DecoderOutput {
+    pub fn new(shape: Vec<usize>, dtype: NumpyDtype, kind: OutputKind) -> DecoderOutput {
         let state = match pipeline_dtype(&dtype) {
             Some(t) => State::cpu(shape.clone(), t),
             None => {
                 let mut s = shape.clone();
                 s.push(dtype.item_size() as usize);
-                State::cpu(s, DType::U8)
+                State::cpu(s, ElemType::U8)
             }
         };
         DecoderOutput {
@@ -109,8 +109,8 @@ impl DecoderOutput {
 
 /// The pipeline-jit element type with the same bytes as numpy's `dtype` on this machine
 /// (little-endian), if there is one.
-pub fn pipeline_dtype(dtype: &NumpyDType) -> Option<DType> {
-    use beton_io::{ByteOrder, DTypeKind};
+pub fn pipeline_dtype(dtype: &NumpyDtype) -> Option<ElemType> {
+    use beton_io::{ByteOrder, NumpyKind};
     let native = matches!(
         dtype.byte_order(),
         ByteOrder::Little | ByteOrder::NotApplicable
@@ -119,26 +119,26 @@ pub fn pipeline_dtype(dtype: &NumpyDType) -> Option<DType> {
         return None;
     }
     match (dtype.kind(), dtype.item_size()) {
-        (DTypeKind::UInt, 1) => Some(DType::U8),
-        (DTypeKind::Int, 4) => Some(DType::I32),
-        (DTypeKind::Int, 8) => Some(DType::I64),
-        (DTypeKind::Float, 4) => Some(DType::F32),
-        (DTypeKind::Float, 8) => Some(DType::F64),
+        (NumpyKind::UInt, 1) => Some(ElemType::U8),
+        (NumpyKind::Int, 4) => Some(ElemType::I32),
+        (NumpyKind::Int, 8) => Some(ElemType::I64),
+        (NumpyKind::Float, 4) => Some(ElemType::F32),
+        (NumpyKind::Float, 8) => Some(ElemType::F64),
         _ => None,
     }
 }
 
 /// numpy's description of a pipeline-jit element type.
-pub fn numpy_dtype(dtype: DType) -> NumpyDType {
-    use beton_io::{ByteOrder, DTypeKind};
+pub fn numpy_dtype(dtype: ElemType) -> NumpyDtype {
+    use beton_io::{ByteOrder, NumpyKind};
     let (kind, size) = match dtype {
-        DType::U8 => (DTypeKind::UInt, 1),
-        DType::I32 => (DTypeKind::Int, 4),
-        DType::I64 => (DTypeKind::Int, 8),
-        DType::F32 => (DTypeKind::Float, 4),
-        DType::F64 => (DTypeKind::Float, 8),
+        ElemType::U8 => (NumpyKind::UInt, 1),
+        ElemType::I32 => (NumpyKind::Int, 4),
+        ElemType::I64 => (NumpyKind::Int, 8),
+        ElemType::F32 => (NumpyKind::Float, 4),
+        ElemType::F64 => (NumpyKind::Float, 8),
     };
-    NumpyDType::numeric(kind, size, ByteOrder::Little).expect("a valid numeric dtype")
+    NumpyDtype::numeric(kind, size, ByteOrder::Little).expect("a valid numeric dtype")
 }
 
 /// The field a decoder is declared for.

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use pipeline_jit::{Batch, Executor, Options, Pipeline};
+use pipeline_jit::{BatchBuffers, Executor, Options, Pipeline};
 
 /// Run `pipeline` on `input` (one batch of `ids`) compiled or interpreted with `workers`.
 pub fn run(
@@ -27,7 +27,7 @@ pub fn run(
 /// Run an existing executor on one batch.
 pub fn run_with(ex: &Executor, ids: &[u64], input: &[u8], seed: u64, epoch: u64) -> Vec<u8> {
     let mut out = vec![0u8; ids.len() * ex.plan().output_bytes()];
-    ex.run(Batch {
+    ex.run(BatchBuffers {
         sample_ids: ids,
         input,
         output: &mut out,

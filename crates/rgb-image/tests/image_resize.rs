@@ -3,8 +3,8 @@
 
 mod image_support;
 
-use ffcv::image::{AreaResizer, CropBox, center_crop_box, resize_area_into};
 use image_support::{FIXTURES, b64, jpeg_samples};
+use rgb_image::{AreaResizer, CropBox, center_crop_box, resize_area_into};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

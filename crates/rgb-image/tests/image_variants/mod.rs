@@ -2,7 +2,7 @@
 //! every odd format a real folder may hold, generated from them here
 //! (CMYK, YCCK, RGB-coded, gray, 4:4:4 / 4:2:2 / 4:4:0 / 4:1:1, restarts, progressive,
 //! PNG of every colour type and depth, a PNG named `.JPEG`, a truncated
-//! file). Shared by `crates/ffcv/tests/image_sources.rs` and
+//! file). Shared by `crates/rgb-image/tests/image_sources.rs` and
 //! `crates/ffcv-cli/tests/cli_images.rs`.
 
 #![allow(dead_code)] // each test binary uses a different part
@@ -12,7 +12,10 @@ use std::path::Path;
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 
 /// The committed photographs (see their README for sources and licences).
-pub const PHOTOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ffcv/tests/data/photos");
+pub const PHOTOS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../rgb-image/tests/data/photos"
+);
 
 /// One file of the folder.
 pub struct Variant {
@@ -42,7 +45,7 @@ fn photo(name: &str) -> Vec<u8> {
 /// Packed RGB pixels of a photograph (decoded by the code under test; any
 /// decode will do, they are only the source of the generated variants).
 fn pixels(name: &str) -> (u32, u32, Vec<u8>) {
-    let img = ffcv::image::read_image_bytes(&photo(name)).expect("decode a test photograph");
+    let img = rgb_image::read_image_bytes(&photo(name)).expect("decode a test photograph");
     (img.width(), img.height(), img.into_pixels())
 }
 

@@ -1,13 +1,25 @@
-//! RGB images as FFCV handles them: JPEG decode, crop rules, `INTER_AREA` resize, encoding.
+//! RGB images as FFCV handles them: JPEG decode bit-identical to FFCV's, its crop rules,
+//! OpenCV-exact `INTER_AREA` resize, `RGBImageField` encoding and synthetic images.
 //!
-//! Everything here works on packed RGB (`HxWx3`, `u8`, row-major) buffers.
-//! The per-sample functions the loader calls as native kernels take
-//! caller-owned output and scratch buffers, so the hot path allocates nothing
-//! once the buffers have grown to the largest image:
+//! The crate has no tie to the loader: it works on packed RGB (`HxWx3`, `u8`, row-major)
+//! buffers and JPEG bytes, so it serves a writer, a viewer or a test on its own. The
+//! `ffcv` facade's image decoders are thin wrappers over [`RgbDecoderKernel`]; its only
+//! workspace dependency is beton-io, for the value an encoded image becomes in a
+//! `DatasetWriter` (`From<EncodedImage> for beton_io::FieldValue`).
+//!
+//! # Overview
+//!
+//! The per-sample functions the loader calls take caller-owned output and scratch
+//! buffers, so the hot path allocates nothing once the buffers have grown to the largest
+//! image:
 //!
 //! - [`JpegDecoder::decode_into`] / [`decode_jpeg_into`]: JPEG bytes to RGB,
 //!   bit-identical to libjpeg-turbo's `TJFLAG_FASTDCT` decode for baseline
 //!   files (FFCV's decode), with `jpeg-decoder` for other kinds;
+//! - [`JpegFrame`]: a JPEG's frame header (size, components, sampling), parsed in one
+//!   place for every decoder here and for the loader's pre-decode checks;
+//! - [`JpegFrame`]: a JPEG's frame header (size, components, sampling), parsed in one
+//!   place for every decoder here and for the loader's pre-decode checks;
 //! - [`center_crop_box`] and [`random_resized_crop_box`]: FFCV's
 //!   `get_center_crop` and `get_random_crop` rules;
 //! - [`AreaResizer`]: `cv::resize(..., INTER_AREA)` reproduced bit for bit,
@@ -22,12 +34,40 @@
 //! `PIL.Image.open(p).convert("RGB")` does, JPEGs by
 //! [`decode_jpeg_accurate`], not the loader's fast IDCT) and
 //! [`synthetic_image`] for generated datasets.
+//!
+//! # Example
+//!
+//! ```
+//! use rgb_image::{
+//!     AreaResizer, JpegDecoder, JpegFrame, SyntheticImageSpec, center_crop_box, synthetic_jpeg,
+//! };
+//!
+//! // A deterministic test image, JPEG-encoded as FFCV's writer would (quality 90).
+//! let spec = SyntheticImageSpec { min_side: 40, max_side: 64 };
+//! let (jpeg, width, height) = synthetic_jpeg(0, 7, spec, 90)?;
+//! let frame = JpegFrame::find(&jpeg).expect("a frame header");
+//! assert_eq!((u32::from(frame.width), u32::from(frame.height)), (width, height));
+//! assert_eq!(frame.min_scan_bytes().map(|min| min < jpeg.len() as u64), Some(true));
+//!
+//! // Decode at full size (libjpeg-turbo's fast IDCT, bit for bit) ...
+//! let mut pixels = vec![0u8; height as usize * width as usize * 3];
+//! let (h, w) = JpegDecoder::new().decode_into(&jpeg, &mut pixels)?;
+//! assert_eq!((h, w), (height, width));
+//!
+//! // ... then FFCV's centre crop, resized to 32x32 with OpenCV's INTER_AREA.
+//! let crop = center_crop_box(h, w, 224.0 / 256.0);
+//! let mut out = vec![0u8; 32 * 32 * 3];
+//! AreaResizer::new().resize_crop_into(&pixels, h, w, crop, &mut out, 32, 32)?;
+//! assert!(out.iter().any(|&v| v != out[0]));
+//! # Ok::<(), rgb_image::ImageError>(())
+//! ```
 
 mod accurate;
 mod crop;
 mod encode;
 mod file;
 mod folder;
+mod frame;
 mod jpeg;
 mod kernel;
 mod libjpeg_enc;
@@ -45,6 +85,7 @@ pub use encode::{
 };
 pub use file::{read_image_bytes, read_image_file};
 pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};
+pub use frame::{FrameComponent, JpegFrame};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};

@@ -22,6 +22,7 @@
 //! either). A scan that runs out of data is an error, as in Pillow ("image
 //! file is truncated"), not a grey tail.
 
+use super::frame::JpegFrame;
 use super::simd::Isa;
 use super::turbo::{
     Bits, Huffman, NATURAL_ORDER, decode_ac, extend, h2v1_fancy, h2v2_fancy, idct_limit,
@@ -265,7 +266,7 @@ impl<'a> Decoder<'a> {
             };
             pos += seg_len;
             match marker {
-                0xC0..=0xC2 => self.frame(seg, marker == 0xC2, max_bytes)?,
+                0xC0..=0xC2 => self.frame(marker, seg, max_bytes)?,
                 0xC3 => return Err(unsupported("lossless JPEG")),
                 0xC5..=0xC7 => return Err(unsupported("hierarchical JPEG")),
                 0xC9..=0xCB | 0xCD..=0xCF => return Err(unsupported("arithmetic-coded JPEG")),
@@ -305,28 +306,29 @@ impl<'a> Decoder<'a> {
         self.output()
     }
 
-    fn frame(&mut self, seg: &[u8], progressive: bool, max_bytes: usize) -> Result<()> {
+    fn frame(&mut self, marker: u8, seg: &[u8], max_bytes: usize) -> Result<()> {
         if !self.comps.is_empty() {
             return Err(self.err("more than one frame header"));
         }
-        if seg.len() < 6 {
+        let Some(frame) = JpegFrame::parse(marker, seg) else {
             return Err(self.err("truncated frame header"));
+        };
+        let progressive = frame.is_progressive();
+        if frame.precision != 8 {
+            return Err(unsupported(format!("{}-bit samples", frame.precision)));
         }
-        if seg[0] != 8 {
-            return Err(unsupported(format!("{}-bit samples", seg[0])));
-        }
-        let height = usize::from(u16::from_be_bytes([seg[1], seg[2]]));
-        let width = usize::from(u16::from_be_bytes([seg[3], seg[4]]));
-        let n = usize::from(seg[5]);
+        let height = usize::from(frame.height);
+        let width = usize::from(frame.width);
+        let n = usize::from(frame.count);
         if height == 0 || width == 0 {
             return Err(self.err("zero image size (DNL is not supported)"));
         }
         if !matches!(n, 1 | 3 | 4) {
             return Err(unsupported(format!("{n} components")));
         }
-        if seg.len() < 6 + 3 * n {
+        let Some(list) = frame.components() else {
             return Err(self.err("truncated frame header"));
-        }
+        };
         let needed = rgb_len(height as u32, width as u32);
         if needed > max_bytes {
             return Err(ImageError::BadSize {
@@ -335,21 +337,24 @@ impl<'a> Decoder<'a> {
                 reason: "the decoded image would exceed the size limit",
             });
         }
-        for c in seg[6..6 + 3 * n].chunks_exact(3) {
-            let (h, v) = (usize::from(c[1] >> 4), usize::from(c[1] & 15));
-            if !(1..=4).contains(&h) || !(1..=4).contains(&v) || c[2] > 3 {
+        for c in list {
+            if !c.is_valid() {
                 return Err(self.err("bad component sampling or table"));
             }
-            if self.comps.iter().any(|o| o.id == c[0]) {
+            if self.comps.iter().any(|o| o.id == c.id) {
                 return Err(self.err("two components with the same id"));
             }
             // A single component is never subsampled (libjpeg's MCU is one block).
-            let (h, v) = if n == 1 { (1, 1) } else { (h, v) };
+            let (h, v) = if n == 1 {
+                (1, 1)
+            } else {
+                (usize::from(c.h), usize::from(c.v))
+            };
             self.comps.push(Comp {
-                id: c[0],
+                id: c.id,
                 h,
                 v,
-                tq: usize::from(c[2]),
+                tq: usize::from(c.tq),
                 ..Comp::default()
             });
         }

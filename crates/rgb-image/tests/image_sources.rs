@@ -8,7 +8,7 @@
 
 mod image_variants;
 
-use ffcv::image::{ImageError, read_image_bytes, read_image_file};
+use rgb_image::{ImageError, read_image_bytes, read_image_file};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -207,7 +207,7 @@ fn an_image_folder_skips_unreadable_files_keeping_class_labels() {
     std::fs::write(root.join("b/bad.png"), b"\x89PNG\r\n\x1a\nbroken").expect("write");
     std::fs::write(root.join("c/2.JPG"), &photo).expect("write");
     std::fs::write(root.join("c/notes.txt"), b"text").expect("write");
-    let mut folder = ffcv::image::ImageFolder::scan(root).expect("scan");
+    let mut folder = rgb_image::ImageFolder::scan(root).expect("scan");
     assert_eq!(folder.classes(), ["a", "b", "c"]);
     assert_eq!(folder.images().len(), 3);
     assert_eq!(folder.non_images(), [root.join("c/notes.txt")]);

@@ -41,17 +41,23 @@ pub struct SlotOutput<'a> {
     pub samples: usize,
 }
 
+/// One output's part of a slot.
+pub(crate) struct OutputBuffer {
+    /// The rows (`batch_size * row_bytes`).
+    pub(crate) memory: Box<dyn SlotMemory>,
+    /// Per-sample lengths (empty for outputs without lengths).
+    pub(crate) lengths: Vec<u64>,
+    /// Per row: how many leading bytes may be non-zero, so that a padded copy only
+    /// zeroes what an earlier batch wrote past its new length. Empty: unknown (every
+    /// byte may be non-zero), as after allocation, a slot stage or a failed fill.
+    pub(crate) dirty: Vec<u64>,
+}
+
 /// One slot's buffers.
 pub(crate) struct Slot {
     pub(crate) index: usize,
-    /// One buffer per output (`batch_size * row_bytes`).
-    pub(crate) buffers: Vec<Box<dyn SlotMemory>>,
-    /// Per-sample lengths per output (empty for outputs without lengths).
-    pub(crate) lengths: Vec<Vec<u64>>,
-    /// Per output, per row: how many leading bytes may be non-zero, so that a padded
-    /// copy only zeroes what an earlier batch wrote past its new length. Empty: unknown
-    /// (every byte may be non-zero), as after allocation, a slot stage or a failed fill.
-    pub(crate) dirty: Vec<Vec<u64>>,
+    /// One entry per output, in the loader's output order.
+    pub(crate) outputs: Vec<OutputBuffer>,
     /// The batch's sample ids.
     pub(crate) sample_ids: Vec<u64>,
     /// What the slot stage attached to the batch in this slot.
@@ -101,7 +107,7 @@ impl SlotPool {
 
     /// A free slot whose buffers have `sizes` bytes (one per output), allocating one if
     /// none is free. Never blocks and never takes a slot a batch holds.
-    pub(crate) fn take(&self, sizes: &[usize], lengths: &[bool]) -> std::io::Result<Slot> {
+    pub(crate) fn take(&self, sizes: &[usize]) -> std::io::Result<Slot> {
         let mut st = self.lock();
         while let Some(slot) = st.free.pop() {
             if slot.sizes == sizes {
@@ -122,17 +128,23 @@ impl SlotPool {
             );
         }
         drop(st);
-        let made = self.allocate(index, sizes, lengths);
+        let made = self.allocate(index, sizes);
         if made.is_err() {
             self.lock().total -= 1;
         }
         made
     }
 
-    fn allocate(&self, index: usize, sizes: &[usize], lengths: &[bool]) -> std::io::Result<Slot> {
-        let buffers = sizes
+    fn allocate(&self, index: usize, sizes: &[usize]) -> std::io::Result<Slot> {
+        let outputs = sizes
             .iter()
-            .map(|&b| self.allocator.allocate(b))
+            .map(|&b| {
+                Ok(OutputBuffer {
+                    memory: self.allocator.allocate(b)?,
+                    lengths: Vec::new(),
+                    dirty: Vec::new(),
+                })
+            })
             .collect::<std::io::Result<Vec<_>>>()?;
         self.allocations.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
@@ -142,9 +154,7 @@ impl SlotPool {
         );
         Ok(Slot {
             index,
-            buffers,
-            lengths: lengths.iter().map(|_| Vec::new()).collect(),
-            dirty: lengths.iter().map(|_| Vec::new()).collect(),
+            outputs,
             sample_ids: Vec::new(),
             attachment: None,
             sizes: sizes.to_vec(),

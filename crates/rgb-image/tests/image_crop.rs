@@ -1,8 +1,8 @@
 //! FFCV's crop rules: center crop sizes and RandomResizedCrop boxes.
 
-use ffcv::image::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use rgb_image::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 
 #[test]
 fn center_crop_follows_int_ratio_times_min_side() {

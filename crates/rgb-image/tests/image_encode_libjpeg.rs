@@ -6,12 +6,12 @@
 //! `make_vectors.py` there, with the reference FFCV 1.0.2 environment; the
 //! sources are generated from splitmix64 streams by the same rules here.
 
-use ffcv::format::{DatasetWriter, FieldSpec, FieldType, FieldValue};
-use ffcv::image::{
+use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue};
+use rand_core::SeedableRng;
+use rgb_image::{
     ImageError, LibjpegEncodeError, RgbImage, RgbImageEncoder, WriteMode, encode_jpeg,
     encode_like_libjpeg,
 };
-use rand_core::SeedableRng;
 use sha2::{Digest, Sha256};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/libjpeg_enc");
@@ -262,13 +262,13 @@ fn bad_arguments_are_refused_with_what_is_wrong() {
 fn the_largest_frame_encodes_and_keeps_its_header() {
     // libjpeg's (and cv2's) widest image, one row: a final MCU that is
     // mostly edge replication.
-    assert_eq!(ffcv::image::JPEG_MAX_SIDE, 65500);
+    assert_eq!(rgb_image::JPEG_MAX_SIDE, 65500);
     let rgb = gen_bytes(5, 65500 * 3);
     let jpg = encode_like_libjpeg(&rgb, 65500, 1, 90).unwrap();
     let sof = jpg.windows(2).position(|p| p == [0xFF, 0xC0]).unwrap();
     assert_eq!(&jpg[sof + 5..sof + 9], &[0, 1, 0xFF, 0xDC]);
     assert_eq!(&jpg[jpg.len() - 2..], &[0xFF, 0xD9]);
-    let info = ffcv::image::jpeg_info(&jpg).unwrap();
+    let info = rgb_image::jpeg_info(&jpg).unwrap();
     assert_eq!((info.width, info.height), (65500, 1));
 }
 
@@ -281,10 +281,10 @@ fn the_fixtures_jpegs_carry_exactly_our_markers() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/fixtures/ffcv-1.0.2/images_jpg.beton"
     );
-    let reader = ffcv::format::Reader::open(path).unwrap();
+    let reader = beton_io::Reader::open(path).unwrap();
     let image = reader.field_index("image").unwrap();
     for i in 0..reader.num_samples() {
-        let ffcv::format::FieldMetadata::RgbImage {
+        let beton_io::FieldMetadata::RgbImage {
             mode,
             width,
             height,

@@ -6,8 +6,8 @@
 
 mod image_support;
 
-use ffcv::image::{JpegDecoder, decode_jpeg_into};
 use image_support::{b64, channel_diff};
+use rgb_image::{JpegDecoder, decode_jpeg_into};
 use serde_json::Value;
 
 #[test]
@@ -92,8 +92,8 @@ fn damaged_layouts_never_panic() {
 /// The boxes a region decode is checked on for a `h x w` image: the whole
 /// image, every corner pixel, single rows and columns at the edges and the
 /// middle, and pseudo-random boxes of every size class.
-fn region_boxes(h: u32, w: u32) -> Vec<ffcv::image::CropBox> {
-    use ffcv::image::CropBox;
+fn region_boxes(h: u32, w: u32) -> Vec<rgb_image::CropBox> {
+    use rgb_image::CropBox;
     let mut boxes = vec![
         CropBox { i: 0, j: 0, h, w },
         CropBox {
@@ -167,7 +167,7 @@ fn region_boxes(h: u32, w: u32) -> Vec<ffcv::image::CropBox> {
 
 /// Asserts that `region` holds `full`'s pixels inside `b` (both packed
 /// `w`-wide RGB).
-fn assert_box_equal(region: &[u8], full: &[u8], w: u32, b: ffcv::image::CropBox, what: &str) {
+fn assert_box_equal(region: &[u8], full: &[u8], w: u32, b: rgb_image::CropBox, what: &str) {
     for y in b.i..b.i + b.h {
         let start = ((y * w + b.j) * 3) as usize;
         let end = start + (b.w * 3) as usize;
@@ -217,7 +217,7 @@ fn region_decode_matches_full_decode_inside_the_box() {
 /// falls back to the whole image.
 #[test]
 fn region_decode_of_synthetic_jpegs_and_oversized_box() {
-    use ffcv::image::{CropBox, SyntheticImageSpec, synthetic_jpeg};
+    use rgb_image::{CropBox, SyntheticImageSpec, synthetic_jpeg};
     let spec = SyntheticImageSpec {
         min_side: 160,
         max_side: 256,

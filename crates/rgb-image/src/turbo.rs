@@ -10,6 +10,7 @@
 //! 12-bit, other sampling ratios) returns [`Outcome::Unsupported`] so the
 //! caller can use a general decoder instead.
 
+use super::frame::JpegFrame;
 use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
@@ -570,31 +571,33 @@ impl TurboDecoder {
                     if ncomp > 0 {
                         return Err(err("more than one frame header"));
                     }
-                    if seg.len() < 6 || seg[0] != 8 {
+                    // Other precisions (and a header too short to say) go to the
+                    // general decoder, which reports them.
+                    let Some(frame) = JpegFrame::parse(marker, seg).filter(|f| f.precision == 8)
+                    else {
                         return Ok(Outcome::Unsupported);
-                    }
-                    height = usize::from(u16::from_be_bytes([seg[1], seg[2]]));
-                    width = usize::from(u16::from_be_bytes([seg[3], seg[4]]));
-                    let n = usize::from(seg[5]);
+                    };
+                    height = usize::from(frame.height);
+                    width = usize::from(frame.width);
+                    let n = usize::from(frame.count);
                     if height == 0 || width == 0 {
                         return Err(err("zero image size (DNL is not supported)"));
                     }
                     if n != 1 && n != 3 {
                         return Ok(Outcome::Unsupported);
                     }
-                    if seg.len() < 6 + 3 * n {
+                    let Some(list) = frame.components() else {
                         return Err(err("truncated frame header"));
-                    }
-                    for (slot, c) in comp_buf.iter_mut().zip(seg[6..6 + 3 * n].chunks_exact(3)) {
-                        let (h, v) = (usize::from(c[1] >> 4), usize::from(c[1] & 15));
-                        if !(1..=4).contains(&h) || !(1..=4).contains(&v) || c[2] > 3 {
+                    };
+                    for (slot, c) in comp_buf.iter_mut().zip(list) {
+                        if !c.is_valid() {
                             return Err(err("bad component sampling or table"));
                         }
                         *slot = Component {
-                            id: c[0],
-                            h,
-                            v,
-                            tq: usize::from(c[2]),
+                            id: c.id,
+                            h: usize::from(c.h),
+                            v: usize::from(c.v),
+                            tq: usize::from(c.tq),
                             ..Default::default()
                         };
                     }

@@ -3,14 +3,14 @@
 
 mod image_support;
 
-use ffcv::image::{
+use image_support::channel_diff;
+use rand_core::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use rgb_image::{
     AreaResizer, EncodedImage, ImageError, ImageMode, JpegDecoder, RgbImage, RgbImageEncoder,
     SyntheticImageSpec, WriteMode, downscale_to_max_resolution, read_image_bytes, read_image_file,
     synthetic_image, synthetic_jpeg,
 };
-use image_support::channel_diff;
-use rand_core::SeedableRng;
-use rand_pcg::Pcg64Mcg;
 
 fn gradient(w: u32, h: u32) -> RgbImage {
     let mut px = Vec::new();

@@ -12,6 +12,7 @@
 //! accurate IDCTs round, and that bias survives the resize (end-to-end mean
 //! 1.26 / 0.34 / 1.45 per channel with `jpeg-decoder`, over the 1.0 target).
 
+use super::frame::JpegFrame;
 use super::turbo::{Outcome, TurboDecoder};
 use super::{CropBox, ImageError, Result, RgbImage, rgb_len};
 use jpeg_decoder::{Decoder, PixelFormat};
@@ -85,24 +86,14 @@ fn decode_error(len: usize, e: impl std::fmt::Display) -> ImageError {
     }
 }
 
-/// Reads the frame header of `jpeg`.
+/// Reads the frame header of `jpeg` ([`JpegFrame::find`]) without decoding the scans.
 pub fn jpeg_info(jpeg: &[u8]) -> Result<JpegInfo> {
-    let mut decoder = Decoder::new(jpeg);
-    decoder
-        .read_info()
-        .map_err(|e| decode_error(jpeg.len(), e))?;
-    let info = decoder
-        .info()
+    let frame = JpegFrame::find(jpeg)
         .ok_or_else(|| decode_error(jpeg.len(), "no frame header before the first scan"))?;
-    let components = match info.pixel_format {
-        PixelFormat::L8 | PixelFormat::L16 => 1,
-        PixelFormat::RGB24 => 3,
-        PixelFormat::CMYK32 => 4,
-    };
     Ok(JpegInfo {
-        height: info.height.into(),
-        width: info.width.into(),
-        components,
+        height: frame.height.into(),
+        width: frame.width.into(),
+        components: frame.count,
     })
 }
 

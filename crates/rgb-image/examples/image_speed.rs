@@ -4,14 +4,14 @@
 //! sample, and JPEG encoding (ours and the `jpeg-encoder` crate), on
 //! synthetic JPEGs of 160–256 px (the benchmark's JPEG dataset).
 //!
-//! Run: `cargo run --release -p ffcv --example image_speed`
+//! Run: `cargo run --release -p rgb-image --example image_speed`
 
-use ffcv::image::{
+use rand_core::SeedableRng;
+use rgb_image::{
     AreaResizer, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
     SyntheticImageSpec, center_crop_box, encode_like_libjpeg, random_resized_crop_box,
     synthetic_jpeg,
 };
-use rand_core::SeedableRng;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

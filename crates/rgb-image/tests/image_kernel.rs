@@ -5,10 +5,10 @@
 mod image_support;
 
 use beton_io::{FieldMetadata, Reader};
-use ffcv::image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 use image_support::{FIXTURES, b64};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64Mcg;
+use rgb_image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 use serde_json::Value;
 
 fn fixture(name: &str) -> (Reader, Vec<Vec<u8>>) {

@@ -4,11 +4,11 @@
 
 mod image_support;
 
-use ffcv::image::{
+use image_support::{channel_diff, jpeg_samples};
+use rgb_image::{
     AreaResizer, CropBox, ImageError, JpegDecoder, RgbImage, center_crop_box, decode_jpeg_into,
     encode_jpeg, jpeg_info,
 };
-use image_support::{channel_diff, jpeg_samples};
 
 /// The baseline decoder reproduces libjpeg-turbo's TJFLAG_FASTDCT decode
 /// (FFCV's `imdecode`) byte for byte on all 24 fixture images.

@@ -1,0 +1,192 @@
+//! The per-loader run state that the loader, its epochs and its resume states share: each
+//! enabled field's runner (decoder context, executor, output), the counters, and
+//! [`Shared`], what the producer thread of an epoch reads. The builder (`loader.rs`) makes
+//! it; the epoch iterator (`epoch.rs`) and `resume.rs` read it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use beton_io::{FieldType, Reader};
+use page_cache::PageCache;
+use pipeline_jit::{Executor, Pipeline};
+use traversal::TraversalOrder;
+
+use crate::batch::OutputInfo;
+use crate::batch_slots::SlotPool;
+use crate::decode::kernel::{DecoderContext, DecoderOp, record_state};
+use crate::decode::{FieldInfo, OutputKind, PipelineSpec, numpy_dtype};
+use crate::error::{Error, Result};
+
+/// One enabled field: its decoder's kernel context, its executor and its output.
+pub(crate) struct FieldRunner {
+    pub(crate) field: usize,
+    pub(crate) field_type: FieldType,
+    pub(crate) spec: PipelineSpec,
+    pub(crate) context: Arc<DecoderContext>,
+    pub(crate) executor: Executor,
+    pub(crate) output: OutputInfo,
+    max_image_pixels: u64,
+}
+
+impl FieldRunner {
+    /// Declares the decoder for the field and builds the pipeline over records.
+    fn declare(
+        reader: &Reader,
+        field: usize,
+        spec: &PipelineSpec,
+        max_image_pixels: u64,
+    ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
+        let f = &reader.fields()[field];
+        let info = FieldInfo {
+            reader,
+            index: field,
+            field: f,
+            max_image_pixels,
+        };
+        let bad = |reason: String| Error::Config {
+            path: reader.path().to_owned(),
+            reason: format!("field {:?}: {}: {reason}", f.name, spec.decoder.name()),
+        };
+        let out = spec.decoder.declare(&info).map_err(bad)?;
+        let row_bytes = out
+            .row_bytes()
+            .ok_or_else(|| bad(format!("output shape {:?} exceeds memory", out.shape)))?;
+        if out.state.bytes().ok() != Some(row_bytes) {
+            return Err(bad(format!(
+                "declared state {:?} does not hold the {row_bytes} bytes of shape {:?} {}",
+                out.state,
+                out.shape,
+                out.dtype.descr()
+            )));
+        }
+        let op = DecoderOp::new(
+            Arc::clone(&spec.decoder),
+            out.clone(),
+            row_bytes,
+            max_image_pixels,
+        );
+        let context = op.context();
+        let mut pipeline = Pipeline::new(record_state()).then(op);
+        for t in &spec.transforms {
+            pipeline.push(Arc::clone(t));
+        }
+        let output = if spec.transforms.is_empty() {
+            OutputInfo {
+                name: f.name.clone(),
+                field,
+                shape: out.shape,
+                dtype: out.dtype,
+                kind: out.kind,
+                row_bytes,
+            }
+        } else {
+            let plan = pipeline.plan().map_err(|source| Error::Pipeline {
+                path: reader.path().to_owned(),
+                field: f.name.clone(),
+                source,
+            })?;
+            let state = plan.output();
+            OutputInfo {
+                name: f.name.clone(),
+                field,
+                shape: state.shape.clone(),
+                dtype: numpy_dtype(state.dtype),
+                kind: OutputKind::Array,
+                row_bytes: plan.output_bytes(),
+            }
+        };
+        Ok((pipeline, context, output))
+    }
+
+    pub(crate) fn new(
+        reader: &Reader,
+        field: usize,
+        spec: PipelineSpec,
+        compile: bool,
+        pool: &Arc<rayon::ThreadPool>,
+        max_image_pixels: u64,
+    ) -> Result<FieldRunner> {
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, field, &spec, max_image_pixels)?;
+        let executor =
+            Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
+                Error::Pipeline {
+                    path: reader.path().to_owned(),
+                    field: output.name.clone(),
+                    source,
+                }
+            })?;
+        Ok(FieldRunner {
+            field,
+            field_type: reader.fields()[field].field_type.clone(),
+            spec,
+            context,
+            executor,
+            output,
+            max_image_pixels,
+        })
+    }
+
+    /// `recompile`: declares again and regenerates the code.
+    pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
+        let (pipeline, context, output) =
+            FieldRunner::declare(reader, self.field, &self.spec, self.max_image_pixels)?;
+        self.executor
+            .rebuild(&pipeline)
+            .map_err(|source| Error::Pipeline {
+                path: reader.path().to_owned(),
+                field: output.name.clone(),
+                source,
+            })?;
+        self.context = context;
+        self.output = output;
+        Ok(())
+    }
+}
+
+/// Counters the producer updates.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) epochs: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) samples: AtomicU64,
+    pub(crate) payload_bytes: AtomicU64,
+    pub(crate) wait_pages_ns: AtomicU64,
+    pub(crate) decode_ns: AtomicU64,
+    pub(crate) wait_slot_ns: AtomicU64,
+    pub(crate) slot_stage_ns: AtomicU64,
+    /// Updated by the consumer's thread ([`crate::EpochIter`]'s `next`), not the producer's.
+    pub(crate) consumer_wait_ns: AtomicU64,
+}
+
+/// What the producer thread of an epoch shares with the loader.
+pub(crate) struct Shared {
+    pub(crate) path: PathBuf,
+    pub(crate) reader: Arc<Reader>,
+    pub(crate) cache: PageCache,
+    pub(crate) order: Arc<dyn TraversalOrder>,
+    pub(crate) indices: Vec<u64>,
+    pub(crate) batch_size: usize,
+    pub(crate) num_workers: usize,
+    pub(crate) seed: u64,
+    pub(crate) drop_last: bool,
+    pub(crate) batches_ahead: usize,
+    pub(crate) recompile: bool,
+    pub(crate) pool: Arc<rayon::ThreadPool>,
+    pub(crate) fields: Mutex<Vec<FieldRunner>>,
+    pub(crate) outputs: Mutex<Arc<[OutputInfo]>>,
+    pub(crate) slots: Arc<SlotPool>,
+    /// The GPU stage built from [`crate::LoaderBuilder::device`], kept for its copy counters.
+    pub(crate) gpu: Option<crate::gpu::GpuStage>,
+    pub(crate) counters: Counters,
+    pub(crate) live_producers: Arc<AtomicUsize>,
+    /// What a [`crate::LoaderState`] records of this loader.
+    pub(crate) resume: crate::resume::ResumeContext,
+    /// The process cache's `prefetch_ahead` (for the memory guard's advice).
+    pub(crate) prefetch_ahead: usize,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
