@@ -181,30 +181,20 @@ impl Spec {
                 };
                 vec![FieldValue::RgbImage(image), FieldValue::Int(label), id]
             }
-            Kind::Jpeg => {
+            Kind::Jpeg | Kind::Photos => {
                 let (min_side, max_side) = self.jpeg_sides().unwrap_or((1, 1));
-                let sides = ffcv::image::SyntheticImageSpec { min_side, max_side };
                 let label = FieldValue::Int(rng.below(10) as i64);
-                // `fields` validated the sides (u16) and the quality, so encoding succeeds;
-                // were it to fail, an empty JPEG makes the loader report this sample.
-                let (bytes, width, height) =
+                // `fields` validated the sides and the quality, so encoding succeeds; were
+                // it to fail, an empty JPEG makes the loader report this sample.
+                let encoded = if self.kind == Kind::Jpeg {
+                    let sides = ffcv::image::SyntheticImageSpec { min_side, max_side };
                     ffcv::image::synthetic_jpeg(self.seed, index, sides, self.jpeg_quality)
-                        .unwrap_or((Vec::new(), 1, 1));
-                let image = RgbImage::Jpeg {
-                    width: u16::try_from(width).unwrap_or(0),
-                    height: u16::try_from(height).unwrap_or(0),
-                    bytes,
-                };
-                vec![FieldValue::RgbImage(image), label, id]
-            }
-            Kind::Photos => {
-                let sides = self.jpeg_sides().unwrap_or((1, 1));
-                let label = FieldValue::Int(rng.below(10) as i64);
-                // `fields` validated the sides and the quality; were encoding to fail, an
-                // empty JPEG makes the loader report this sample.
-                let (bytes, width, height) =
+                        .map_err(|e| e.to_string())
+                } else {
+                    let sides = (min_side, max_side);
                     crate::photos::photo_jpeg(self.seed, index, sides, self.jpeg_quality)
-                        .unwrap_or((Vec::new(), 1, 1));
+                };
+                let (bytes, width, height) = encoded.unwrap_or((Vec::new(), 1, 1));
                 let image = RgbImage::Jpeg {
                     width: u16::try_from(width).unwrap_or(0),
                     height: u16::try_from(height).unwrap_or(0),
