@@ -7,7 +7,7 @@ three alike.
 
 ``python`` must import numpy, torch, ffcv (1.0.2) and ffcv_rs (the reference FFCV venv
 with the release wheel of ffcv_rs on PYTHONPATH). The files are those of
-shared/reference/bench_ffcv.py (small-raw, bytes-128k, jpeg). The knobs are that script's:
+the reference FFCV benchmark (small-raw, bytes-128k, jpeg; given with --data). The knobs are that script's:
 2 workers, RANDOM order, seed 0, OS page cache, drop_last=False, batches_ahead 3, FFCV's
 default pipelines (decoder + ToTensor) except for the JPEG images
 (RandomResizedCrop 64x64 + ToTensor). Each run is a fresh process: 1 warm-up epoch, then
