@@ -2,6 +2,7 @@
 //! reader and the writer.
 
 use crate::dtype::NumpyDtype;
+use crate::fields::{self, ExtentRule, FieldKind};
 
 /// The only file version FFCV 1.0.2 writes and reads.
 pub const VERSION: u16 = 2;
@@ -182,7 +183,11 @@ impl NdArrayArgs {
 }
 
 /// The type of a field, from its descriptor's type id and arguments.
+///
+/// What each type means (layout, stored bytes, values) lives in its module under
+/// [`crate::fields`]; [`FieldType::kind`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FieldType {
     /// Type id 0: a float64 scalar in the metadata.
     Float,
@@ -198,37 +203,40 @@ pub enum FieldType {
     Json,
     /// Type id 6: a fixed-shape torch tensor (stored exactly like an NDArray).
     TorchTensor(NdArrayArgs),
-    /// Type id 255 (or a field overridden by name): a user-registered field type.
+    /// Type id 128 (an ffcv-rs extension FFCV cannot read): exactly this many bytes per
+    /// sample in the data region.
+    FixedBytes(u64),
+    /// Type id 255 (or a field overridden by name): a user-registered field type, read and
+    /// written through its [`crate::CustomHandler`].
     Custom,
 }
 
 impl FieldType {
+    /// The module that knows this type; `None` for custom fields, whose handler is
+    /// registered per field ([`crate::Reader::custom_handler`]).
+    pub fn kind(&self) -> Option<&'static dyn FieldKind> {
+        Some(match self {
+            FieldType::Float => &fields::float::FloatKind,
+            FieldType::Int => &fields::int::IntKind,
+            FieldType::RgbImage => &fields::rgb_image::RgbImageKind,
+            FieldType::Bytes => &fields::bytes::BytesKind,
+            FieldType::NdArray(_) => &fields::ndarray::NDARRAY,
+            FieldType::Json => &fields::json::JsonKind,
+            FieldType::TorchTensor(_) => &fields::ndarray::TORCH_TENSOR,
+            FieldType::FixedBytes(_) => &fields::fixed_bytes::FixedBytesKind,
+            FieldType::Custom => return None,
+        })
+    }
+
     /// FFCV's type id.
     pub fn type_id(&self) -> u8 {
-        match self {
-            FieldType::Float => 0,
-            FieldType::Int => 1,
-            FieldType::RgbImage => 2,
-            FieldType::Bytes => 3,
-            FieldType::NdArray(_) => 4,
-            FieldType::Json => 5,
-            FieldType::TorchTensor(_) => 6,
-            FieldType::Custom => 255,
-        }
+        self.kind()
+            .map_or(fields::custom::CUSTOM_TYPE_ID, |k| k.type_id())
     }
 
     /// FFCV's class name (`"IntField"`, ...).
     pub fn type_name(&self) -> &'static str {
-        match self {
-            FieldType::Float => "FloatField",
-            FieldType::Int => "IntField",
-            FieldType::RgbImage => "RGBImageField",
-            FieldType::Bytes => "BytesField",
-            FieldType::NdArray(_) => "NDArrayField",
-            FieldType::Json => "JSONField",
-            FieldType::TorchTensor(_) => "TorchTensorField",
-            FieldType::Custom => "CustomField",
-        }
+        self.kind().map_or("CustomField", |k| k.class_name())
     }
 
     /// The NDArray/TorchTensor arguments, if any.
@@ -245,13 +253,29 @@ impl FieldType {
     /// The Bytes/JSON `{ptr, size}` and RGBImage `{mode, width, height, data_ptr}` structs are
     /// numpy structs built without `align=True`: packed, with alignment 1.
     pub fn metadata_layout(&self) -> Option<(u64, u64)> {
-        match self {
-            FieldType::Float | FieldType::Int => Some((8, 8)),
-            FieldType::NdArray(_) | FieldType::TorchTensor(_) => Some((8, 8)),
-            FieldType::Bytes | FieldType::Json => Some((16, 1)),
-            FieldType::RgbImage => Some((13, 1)),
-            FieldType::Custom => None,
-        }
+        self.kind().map(|k| k.metadata_layout())
+    }
+
+    /// Where a sample's stored bytes are ([`ExtentRule::None`] for custom fields: their
+    /// handler's rule is [`crate::Reader::extent_rule`]'s).
+    pub fn extent_rule(&self) -> ExtentRule {
+        self.kind()
+            .map_or(ExtentRule::None, |k| k.extent_rule(self))
+    }
+
+    /// Whether the value is the metadata itself (Int, Float): a built-in type that stores
+    /// nothing in the data region.
+    pub fn value_in_metadata(&self) -> bool {
+        // A built-in type that stores nothing keeps its value in the metadata.
+        self.kind()
+            .is_some_and(|k| k.extent_rule(self) == ExtentRule::None)
+    }
+
+    /// The arguments as named values (`dtype`, `shape`, ...), for printing.
+    pub fn describe_arguments(&self) -> Vec<(&'static str, crate::JsonValue)> {
+        self.kind()
+            .map(|k| k.describe_arguments(self))
+            .unwrap_or_default()
     }
 }
 
@@ -284,6 +308,7 @@ pub(crate) fn align_up(x: u64, align: u64) -> Option<u64> {
 
 /// Typed metadata of one field of one sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum FieldMetadata {
     /// A float64 value.
     Float(f64),
@@ -324,6 +349,11 @@ pub enum FieldMetadata {
         /// Offset in the file.
         data_ptr: u64,
     },
+    /// Fixed-size bytes stored at `ptr` (length from the field's arguments).
+    FixedBytes {
+        /// Offset in the file.
+        ptr: u64,
+    },
     /// A custom field: read its bytes with [`crate::Reader::metadata_bytes`].
     Custom,
 }
@@ -331,28 +361,9 @@ pub enum FieldMetadata {
 impl FieldMetadata {
     /// Decodes `bytes` (exactly the field's metadata bytes) as `field_type`.
     pub(crate) fn decode(field_type: &FieldType, b: &[u8]) -> FieldMetadata {
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        match field_type {
-            FieldType::Float => FieldMetadata::Float(f64::from_bits(u64_at(0))),
-            FieldType::Int => FieldMetadata::Int(u64_at(0) as i64),
-            FieldType::Bytes => FieldMetadata::Bytes {
-                ptr: u64_at(0),
-                size: u64_at(8),
-            },
-            FieldType::Json => FieldMetadata::Json {
-                ptr: u64_at(0),
-                size: u64_at(8),
-            },
-            FieldType::NdArray(_) => FieldMetadata::NdArray { ptr: u64_at(0) },
-            FieldType::TorchTensor(_) => FieldMetadata::TorchTensor { ptr: u64_at(0) },
-            FieldType::RgbImage => FieldMetadata::RgbImage {
-                mode: b[0],
-                width: u16::from_le_bytes([b[1], b[2]]),
-                height: u16::from_le_bytes([b[3], b[4]]),
-                data_ptr: u64_at(5),
-            },
-            FieldType::Custom => FieldMetadata::Custom,
-        }
+        field_type
+            .kind()
+            .map_or(FieldMetadata::Custom, |k| k.metadata(b))
     }
 
     /// The data pointer, for fields that store data in pages.
@@ -361,7 +372,8 @@ impl FieldMetadata {
             FieldMetadata::Bytes { ptr, .. }
             | FieldMetadata::Json { ptr, .. }
             | FieldMetadata::NdArray { ptr }
-            | FieldMetadata::TorchTensor { ptr } => Some(ptr),
+            | FieldMetadata::TorchTensor { ptr }
+            | FieldMetadata::FixedBytes { ptr } => Some(ptr),
             FieldMetadata::RgbImage { data_ptr, .. } => Some(data_ptr),
             _ => None,
         }

@@ -10,6 +10,9 @@
 //! - [`DatasetWriter`] writes [`FieldSpec`]s and the [`FieldValue`]s of any [`SampleSource`]
 //!   on several threads with FFCV's page allocation rules; with one thread its output is
 //!   byte-identical to FFCV's.
+//! - [`fields`] holds one module per field type behind [`FieldKind`] (type id, metadata
+//!   layout, stored extent, typed value, encoding); [`CustomHandler`] does the same for a
+//!   user's field type (FFCV's custom `Field` subclasses), registered per field name.
 //! - [`NumpyDtype`] and [`NdArrayArgs`] describe NDArray/TorchTensor fields the way numpy does;
 //!   [`JsonValue`] is a JSON value encoded exactly like Python's `json.dumps`.
 //! - Every failure is an [`Error`] naming the file and the place in it; [`corrupt`] generates
@@ -46,6 +49,7 @@
 pub mod corrupt;
 mod dtype;
 mod error;
+pub mod fields;
 mod format;
 mod json;
 mod mapping;
@@ -55,6 +59,7 @@ mod writer;
 
 pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
 pub use error::{Error, Result, SourceError};
+pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,
     IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE,
@@ -62,7 +67,7 @@ pub use format::{
 };
 pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;
-pub use reader::{AllocRow, CustomField, Field, Reader, ReaderOptions};
+pub use reader::{AllocRow, Field, Reader, ReaderOptions};
 pub use writer::{
     DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, FnSource, RgbImage, SampleSource,
     WriteSummary, from_fn,

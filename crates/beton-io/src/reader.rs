@@ -3,33 +3,23 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fields::{CustomField, CustomHandler, ExtentRule, StoredLen, json::JsonKind};
 use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE,
-    Header, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE, NAME_SIZE,
-    NdArrayArgs, VERSION,
+    Header, Layout, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE, NAME_SIZE, VERSION,
 };
 use crate::json::JsonValue;
 use crate::mapping::Mapping;
 use crate::page_map::PageMap;
-use crate::writer::{FieldValue, RgbImage};
-
-/// The metadata layout of a user-defined field type, registered with
-/// [`ReaderOptions::custom_field`] (FFCV's `custom_handlers`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CustomField {
-    /// Bytes of the field's metadata in a row (numpy `metadata_type.itemsize`).
-    pub metadata_itemsize: u64,
-    /// Alignment of the field's metadata (numpy `metadata_type.alignment`: 1 for a struct
-    /// built without `align=True`, the item size for a scalar).
-    pub metadata_alignment: u64,
-}
+use crate::writer::FieldValue;
 
 /// Options for [`Reader::open_with`].
 #[derive(Debug, Clone, Default)]
 pub struct ReaderOptions {
-    custom: HashMap<String, CustomField>,
+    custom: HashMap<String, Arc<dyn CustomHandler>>,
 }
 
 impl ReaderOptions {
@@ -49,11 +39,24 @@ impl ReaderOptions {
     ) -> ReaderOptions {
         self.custom.insert(
             name.into(),
-            CustomField {
+            Arc::new(CustomField {
                 metadata_itemsize,
                 metadata_alignment,
-            },
+            }),
         );
+        self
+    }
+
+    /// Registers `handler` for the field named `name` (FFCV's `custom_handlers`): like
+    /// [`ReaderOptions::custom_field`], and the handler also says where the field's stored
+    /// bytes are and what a sample's value is ([`Reader::value`], [`Reader::field_data`],
+    /// the loader's decoders).
+    pub fn custom_handler(
+        mut self,
+        name: impl Into<String>,
+        handler: Arc<dyn CustomHandler>,
+    ) -> ReaderOptions {
+        self.custom.insert(name.into(), handler);
         self
     }
 }
@@ -95,6 +98,10 @@ pub struct Reader {
     header: Header,
     layout: Layout,
     fields: Vec<Field>,
+    /// The handler of each custom field (`None` for built-in types).
+    custom: Vec<Option<Arc<dyn CustomHandler>>>,
+    /// Where each field's stored bytes are.
+    rules: Vec<ExtentRule>,
     /// Distinct allocation pointers, sorted, with the largest size of the rows at each.
     allocs: Vec<(u64, u64)>,
     page_map: PageMap,
@@ -174,6 +181,8 @@ impl Reader {
             header: parsed.header,
             layout: parsed.layout,
             fields: parsed.fields,
+            custom: parsed.custom,
+            rules: parsed.rules,
             allocs: parsed.allocs,
             page_map: parsed.page_map,
         })
@@ -289,29 +298,68 @@ impl Reader {
         Ok(&self.bytes()[ptr as usize..(ptr + size) as usize])
     }
 
-    /// The stored bytes of one field of one sample, exactly: Bytes/JSON `size` bytes (JSON
-    /// includes its NUL), NDArray/TorchTensor `item_size * prod(shape)` bytes, raw images
-    /// `height * width * 3` bytes, JPEG images the whole allocation. `Ok(None)` for fields kept
-    /// in the metadata (Int, Float, custom).
-    pub fn field_data(&self, sample: u64, field: usize) -> Result<Option<&[u8]>> {
-        let meta = self.metadata(sample, field)?;
-        let Some(ptr) = meta.ptr() else {
+    /// The handler of field `field` when it is a custom field opened with
+    /// [`ReaderOptions::custom_handler`] or [`ReaderOptions::custom_field`].
+    pub fn custom_handler(&self, field: usize) -> Option<&Arc<dyn CustomHandler>> {
+        self.custom.get(field)?.as_ref()
+    }
+
+    /// Where field `field` keeps a sample's stored bytes (its type's rule, or its custom
+    /// handler's).
+    pub fn extent_rule(&self, field: usize) -> ExtentRule {
+        self.rules.get(field).copied().unwrap_or(ExtentRule::None)
+    }
+
+    /// Whether field `field` stores bytes in the data region.
+    pub fn stores_data(&self, field: usize) -> bool {
+        self.extent_rule(field) != ExtentRule::None
+    }
+
+    /// The stored extent `(ptr, len)` of field `field` given one sample's metadata bytes
+    /// of it (`None` for fields kept in the metadata), or why the metadata is invalid. For a
+    /// sample of this file the extent lies in an allocation (checked at open).
+    pub fn stored_extent(
+        &self,
+        field: usize,
+        metadata: &[u8],
+    ) -> std::result::Result<Option<(u64, u64)>, String> {
+        let rule = self.extent_rule(field);
+        let extent = match rule {
+            ExtentRule::None => return Ok(None),
+            ExtentRule::Fixed { .. } | ExtentRule::Sized => rule.apply(metadata),
+            ExtentRule::Computed => {
+                let f = self.fields.get(field).ok_or("no such field")?;
+                match (f.field_type.kind(), self.custom_handler(field)) {
+                    (Some(kind), _) => kind.extent(&f.field_type, metadata)?,
+                    (None, Some(handler)) => handler.extent(metadata)?,
+                    (None, None) => None,
+                }
+            }
+        };
+        let Some(extent) = extent else {
             return Ok(None);
         };
-        let len = match meta {
-            FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
-            FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => self.fields[field]
-                .field_type
-                .ndarray_args()
-                .and_then(NdArrayArgs::byte_len)
-                .expect("validated at open"),
-            FieldMetadata::RgbImage {
-                mode,
-                width,
-                height,
-                ..
-            } if mode == IMAGE_MODE_RAW => u64::from(width) * u64::from(height) * 3,
-            _ => self.alloc_size(ptr).expect("validated at open"),
+        let len = match extent.len {
+            StoredLen::Bytes(len) => len,
+            StoredLen::WholeAllocation => self.alloc_size(extent.ptr).ok_or_else(|| {
+                format!("data pointer {} starts no allocation-table row", extent.ptr)
+            })?,
+        };
+        Ok(Some((extent.ptr, len)))
+    }
+
+    /// The stored bytes of one field of one sample, exactly: Bytes/JSON `size` bytes (JSON
+    /// includes its NUL), NDArray/TorchTensor `item_size * prod(shape)` bytes, raw images
+    /// `height * width * 3` bytes, JPEG images the whole allocation, custom fields what
+    /// their handler says. `Ok(None)` for fields kept in the metadata (Int, Float, custom
+    /// fields without stored bytes).
+    pub fn field_data(&self, sample: u64, field: usize) -> Result<Option<&[u8]>> {
+        let meta = self.metadata_bytes(sample, field)?;
+        let Some((ptr, len)) = self
+            .stored_extent(field, meta)
+            .map_err(|reason| self.bad_metadata(sample, field, reason))?
+        else {
+            return Ok(None);
         };
         // open() checked that every pointer resolves and that len fits in its allocation.
         Ok(Some(&self.bytes()[ptr as usize..(ptr + len) as usize]))
@@ -322,71 +370,49 @@ impl Reader {
     pub fn json_value(&self, sample: u64, field: usize) -> Result<JsonValue> {
         let meta = self.metadata(sample, field)?;
         let data = self.field_data(sample, field)?;
-        let bad = |reason: String| Error::InvalidMetadata {
+        let (FieldMetadata::Json { .. }, Some(data)) = (meta, data) else {
+            return Err(self.bad_metadata(
+                sample,
+                field,
+                format!(
+                    "a {} field holds no JSON",
+                    self.fields[field].field_type.type_name()
+                ),
+            ));
+        };
+        JsonKind::parse_stored(data).map_err(|reason| self.bad_metadata(sample, field, reason))
+    }
+
+    /// The value of one field of one sample, as a [`crate::DatasetWriter`] takes it; for a
+    /// custom field, what its handler reads ([`FieldValue::Custom`]).
+    pub fn value(&self, sample: u64, field: usize) -> Result<FieldValue> {
+        let meta = self.metadata_bytes(sample, field)?;
+        let data = self.field_data(sample, field)?;
+        let f = &self.fields[field];
+        let value = match (f.field_type.kind(), self.custom_handler(field)) {
+            (Some(kind), _) => kind.read(&f.field_type, meta, data),
+            (None, Some(handler)) => handler.read(meta, data).map(FieldValue::Custom),
+            (None, None) => Err("custom fields have no FieldValue".into()),
+        };
+        value.map_err(|reason| self.bad_metadata(sample, field, reason))
+    }
+
+    /// Every field of `sample` as the [`FieldValue`]s a [`crate::DatasetWriter`] takes, so that
+    /// a file can be rewritten. Custom fields need a handler that reads values.
+    pub fn read_sample(&self, sample: u64) -> Result<Vec<FieldValue>> {
+        (0..self.fields.len())
+            .map(|field| self.value(sample, field))
+            .collect()
+    }
+
+    fn bad_metadata(&self, sample: u64, field: usize, reason: String) -> Error {
+        Error::InvalidMetadata {
             path: self.path.clone(),
             sample,
             field: self.fields[field].name.clone(),
             offset: self.metadata_file_offset(sample, field),
             reason,
-        };
-        let (FieldMetadata::Json { .. }, Some(data)) = (meta, data) else {
-            return Err(bad(format!(
-                "a {} field holds no JSON",
-                self.fields[field].field_type.type_name()
-            )));
-        };
-        let text = data.split(|&b| b == 0).next().unwrap_or_default();
-        let text =
-            std::str::from_utf8(text).map_err(|e| bad(format!("stored JSON is not UTF-8: {e}")))?;
-        JsonValue::parse(text).map_err(|e| bad(format!("stored JSON does not parse: {e}")))
-    }
-
-    /// Every field of `sample` as the [`FieldValue`]s a [`crate::DatasetWriter`] takes, so that
-    /// a file can be rewritten. Custom fields cannot be read this way.
-    pub fn read_sample(&self, sample: u64) -> Result<Vec<FieldValue>> {
-        (0..self.fields.len())
-            .map(|field| {
-                let data = || -> Result<Vec<u8>> {
-                    Ok(self.field_data(sample, field)?.unwrap_or_default().to_vec())
-                };
-                Ok(match self.metadata(sample, field)? {
-                    FieldMetadata::Float(x) => FieldValue::Float(x),
-                    FieldMetadata::Int(x) => FieldValue::Int(x),
-                    FieldMetadata::Bytes { .. } => FieldValue::Bytes(data()?),
-                    FieldMetadata::Json { .. } => FieldValue::Json(self.json_value(sample, field)?),
-                    FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => {
-                        FieldValue::NdArray(data()?)
-                    }
-                    FieldMetadata::RgbImage {
-                        mode,
-                        width,
-                        height,
-                        ..
-                    } => FieldValue::RgbImage(if mode == IMAGE_MODE_RAW {
-                        RgbImage::Raw {
-                            width,
-                            height,
-                            pixels: data()?,
-                        }
-                    } else {
-                        RgbImage::Jpeg {
-                            width,
-                            height,
-                            bytes: data()?,
-                        }
-                    }),
-                    FieldMetadata::Custom => {
-                        return Err(Error::InvalidMetadata {
-                            path: self.path.clone(),
-                            sample,
-                            field: self.fields[field].name.clone(),
-                            offset: self.metadata_file_offset(sample, field),
-                            reason: "custom fields have no FieldValue".into(),
-                        });
-                    }
-                })
-            })
-            .collect()
+        }
     }
 
     fn metadata_file_offset(&self, sample: u64, field: usize) -> u64 {
@@ -437,6 +463,8 @@ struct Parsed {
     header: Header,
     layout: Layout,
     fields: Vec<Field>,
+    custom: Vec<Option<Arc<dyn CustomHandler>>>,
+    rules: Vec<ExtentRule>,
     allocs: Vec<(u64, u64)>,
     page_map: PageMap,
 }
@@ -489,21 +517,23 @@ impl Parsed {
         let parsed_fields = parse_fields(path, bytes, num_fields, options)?;
         let members: Vec<(u64, u64)> = parsed_fields
             .iter()
-            .map(|(f, align)| (f.metadata_itemsize, *align))
+            .map(|p| (p.field.metadata_itemsize, p.align))
             .collect();
         let (offsets, itemsize) = format::row_layout(&members).ok_or_else(|| Error::Overflow {
             path: p(),
             what: "metadata row size".into(),
             detail: format!("{members:?}"),
         })?;
-        let fields: Vec<Field> = parsed_fields
-            .into_iter()
-            .zip(offsets)
-            .map(|((f, _), off)| Field {
+        let rules: Vec<ExtentRule> = parsed_fields.iter().map(|p| p.rule).collect();
+        let mut custom = Vec::with_capacity(parsed_fields.len());
+        let mut fields = Vec::with_capacity(parsed_fields.len());
+        for (p, off) in parsed_fields.into_iter().zip(offsets) {
+            custom.push(p.custom);
+            fields.push(Field {
                 metadata_offset: off,
-                ..f
-            })
-            .collect();
+                ..p.field
+            });
+        }
 
         let metadata_size =
             header
@@ -625,6 +655,8 @@ impl Parsed {
             header,
             layout,
             fields,
+            custom,
+            rules,
             allocs,
             page_map,
         };
@@ -639,12 +671,7 @@ impl Parsed {
             .fields
             .iter()
             .enumerate()
-            .filter(|(_, f)| {
-                !matches!(
-                    f.field_type,
-                    FieldType::Int | FieldType::Float | FieldType::Custom
-                )
-            })
+            .filter(|&(i, _)| self.rules[i] != ExtentRule::None)
             .collect();
         if data_fields.is_empty() {
             return Ok(());
@@ -652,10 +679,9 @@ impl Parsed {
         let itemsize = self.layout.metadata_itemsize;
         for sample in 0..self.header.num_samples {
             let row_start = self.layout.metadata_offset + sample * itemsize;
-            for &(_, f) in &data_fields {
+            for &(i, f) in &data_fields {
                 let offset = row_start + f.metadata_offset;
                 let b = &bytes[offset as usize..(offset + f.metadata_itemsize) as usize];
-                let meta = FieldMetadata::decode(&f.field_type, b);
                 let bad = |reason: String| Error::InvalidMetadata {
                     path: path.to_path_buf(),
                     sample,
@@ -663,7 +689,15 @@ impl Parsed {
                     offset,
                     reason,
                 };
-                let ptr = meta.ptr().expect("data field");
+                let rule = self.rules[i];
+                let extent = match (rule, f.field_type.kind(), &self.custom[i]) {
+                    (ExtentRule::Fixed { .. } | ExtentRule::Sized, _, _) => rule.apply(b),
+                    (_, Some(kind), _) => kind.extent(&f.field_type, b).map_err(bad)?,
+                    (_, None, Some(handler)) => handler.extent(b).map_err(bad)?,
+                    (_, None, None) => None,
+                };
+                let Some(extent) = extent else { continue };
+                let ptr = extent.ptr;
                 let alloc = match self.allocs.binary_search_by_key(&ptr, |&(p, _)| p) {
                     Ok(i) => self.allocs[i].1,
                     Err(_) => {
@@ -672,28 +706,9 @@ impl Parsed {
                         )));
                     }
                 };
-                let needed = match meta {
-                    FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
-                    FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => f
-                        .field_type
-                        .ndarray_args()
-                        .and_then(NdArrayArgs::byte_len)
-                        .expect("checked when parsing the field"),
-                    FieldMetadata::RgbImage {
-                        mode,
-                        width,
-                        height,
-                        ..
-                    } => match mode {
-                        IMAGE_MODE_RAW => u64::from(width) * u64::from(height) * 3,
-                        IMAGE_MODE_JPEG => 0,
-                        other => {
-                            return Err(bad(format!(
-                                "image mode {other} is neither 0 (jpg) nor 1 (raw)"
-                            )));
-                        }
-                    },
-                    _ => 0,
+                let needed = match extent.len {
+                    StoredLen::Bytes(len) => len,
+                    StoredLen::WholeAllocation => 0,
                 };
                 if needed > alloc {
                     return Err(bad(format!(
@@ -706,14 +721,22 @@ impl Parsed {
     }
 }
 
-/// Parses the field descriptors into fields (with `metadata_offset` still 0) and the alignment
-/// of each field's metadata, from which the caller lays out the row.
+/// One parsed descriptor: the field (with `metadata_offset` still 0), the alignment of its
+/// metadata (from which the caller lays out the row), its extent rule and custom handler.
+struct ParsedField {
+    field: Field,
+    align: u64,
+    rule: ExtentRule,
+    custom: Option<Arc<dyn CustomHandler>>,
+}
+
+/// Parses the field descriptors.
 fn parse_fields(
     path: &Path,
     bytes: &[u8],
     num_fields: usize,
     options: &ReaderOptions,
-) -> Result<Vec<(Field, u64)>> {
+) -> Result<Vec<ParsedField>> {
     let mut fields = Vec::with_capacity(num_fields);
     let mut seen = HashSet::new();
     for index in 0..num_fields {
@@ -750,53 +773,69 @@ fn parse_fields(
             offset: offset + 1 + NAME_SIZE as u64,
             reason,
         };
-        let (field_type, itemsize, align) = if let Some(custom) = options.custom.get(&name) {
-            if custom.metadata_itemsize == 0 || !custom.metadata_alignment.is_power_of_two() {
+        let parsed = if let Some(custom) = options.custom.get(&name) {
+            let (itemsize, align) = custom.metadata_layout();
+            if itemsize == 0 || !align.is_power_of_two() {
                 return Err(bad_args(format!(
                     "registered custom layout {custom:?} needs a non-zero itemsize and a power-of-two alignment"
                 )));
             }
-            (
-                FieldType::Custom,
-                custom.metadata_itemsize,
-                custom.metadata_alignment,
-            )
+            custom.accept_arguments(args).map_err(&bad_args)?;
+            // The loader reads these two layouts' words without bounds checks per sample.
+            let words = match custom.extent_rule() {
+                ExtentRule::Fixed { .. } => 8,
+                ExtentRule::Sized => 16,
+                ExtentRule::None | ExtentRule::Computed => 0,
+            };
+            if itemsize < words {
+                return Err(bad_args(format!(
+                    "registered custom layout {custom:?} has {itemsize} metadata bytes, fewer than the {words} its extent rule reads"
+                )));
+            }
+            ParsedField {
+                field: Field {
+                    name,
+                    field_type: FieldType::Custom,
+                    type_id,
+                    metadata_offset: 0,
+                    metadata_itemsize: itemsize,
+                },
+                align,
+                rule: custom.extent_rule(),
+                custom: Some(Arc::clone(custom)),
+            }
         } else {
-            let field_type = match type_id {
-                0 => FieldType::Float,
-                1 => FieldType::Int,
-                2 => FieldType::RgbImage,
-                3 => FieldType::Bytes,
-                4 => FieldType::NdArray(NdArrayArgs::decode(args).map_err(bad_args)?),
-                5 => FieldType::Json,
-                6 => FieldType::TorchTensor(NdArrayArgs::decode(args).map_err(bad_args)?),
-                255 => {
+            let Some(kind) = crate::fields::kind_by_id(type_id) else {
+                if type_id == crate::fields::custom::CUSTOM_TYPE_ID {
                     return Err(Error::MissingCustomHandler {
                         path: path.to_path_buf(),
                         index,
                         name,
                     });
                 }
-                other => {
-                    return Err(Error::UnknownTypeId {
-                        path: path.to_path_buf(),
-                        index,
-                        offset,
-                        type_id: other,
-                    });
-                }
+                return Err(Error::UnknownTypeId {
+                    path: path.to_path_buf(),
+                    index,
+                    offset,
+                    type_id,
+                });
             };
-            let (size, align) = field_type.metadata_layout().expect("built-in type");
-            (field_type, size, align)
+            let field_type = kind.parse_arguments(args).map_err(&bad_args)?;
+            let (itemsize, align) = kind.metadata_layout();
+            ParsedField {
+                rule: kind.extent_rule(&field_type),
+                field: Field {
+                    name,
+                    field_type,
+                    type_id,
+                    metadata_offset: 0,
+                    metadata_itemsize: itemsize,
+                },
+                align,
+                custom: None,
+            }
         };
-        let field = Field {
-            name,
-            field_type,
-            type_id,
-            metadata_offset: 0,
-            metadata_itemsize: itemsize,
-        };
-        fields.push((field, align));
+        fields.push(parsed);
     }
     Ok(fields)
 }

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result, SourceError};
+use crate::fields::{CustomHandler, FieldKind};
 use crate::format::{
-    self, ALLOC_ROW_SIZE, FIELD_DESC_SIZE, FieldType, HEADER_SIZE, Header, IMAGE_MODE_JPEG,
-    IMAGE_MODE_RAW, MAX_PAGE_SIZE, MIN_PAGE_SIZE, NAME_SIZE, VERSION,
+    self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldType, HEADER_SIZE, Header,
+    MAX_PAGE_SIZE, MIN_PAGE_SIZE, NAME_SIZE, VERSION,
 };
 use crate::json::JsonValue;
 use crate::reader::AllocRow;
@@ -19,13 +20,28 @@ use crate::reader::AllocRow;
 pub const DEFAULT_PAGE_SIZE: u64 = 4 * MIN_PAGE_SIZE;
 
 /// A field to write: its name (ASCII, at most 16 bytes) and type.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FieldSpec {
     /// The name.
     pub name: String,
-    /// The type ([`FieldType::Custom`] cannot be written).
+    /// The type ([`FieldType::Custom`] only with a handler: [`FieldSpec::custom`]).
     pub field_type: FieldType,
+    custom: Option<Arc<dyn CustomHandler>>,
 }
+
+impl PartialEq for FieldSpec {
+    fn eq(&self, other: &FieldSpec) -> bool {
+        // Handlers have no value equality: the same handler object is the same type.
+        let same_handler = match (&self.custom, &other.custom) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.name == other.name && self.field_type == other.field_type && same_handler
+    }
+}
+
+impl Eq for FieldSpec {}
 
 impl FieldSpec {
     /// A field named `name` of type `field_type`.
@@ -33,8 +49,42 @@ impl FieldSpec {
         FieldSpec {
             name: name.into(),
             field_type,
+            custom: None,
         }
     }
+
+    /// A custom field named `name` written by `handler` (type id 255): its values are
+    /// [`FieldValue::Custom`] bytes the handler turns into a payload and metadata.
+    pub fn custom(name: impl Into<String>, handler: Arc<dyn CustomHandler>) -> FieldSpec {
+        FieldSpec {
+            name: name.into(),
+            field_type: FieldType::Custom,
+            custom: Some(handler),
+        }
+    }
+
+    /// The handler of a custom field.
+    pub fn custom_handler(&self) -> Option<&Arc<dyn CustomHandler>> {
+        self.custom.as_ref()
+    }
+
+    /// Who encodes this field's values (checked in [`DatasetWriter::new`]: one of the two).
+    fn codec(&self) -> Codec<'_> {
+        match (self.field_type.kind(), &self.custom) {
+            (Some(kind), _) => Codec::Kind(kind),
+            (None, Some(handler)) => Codec::Custom(handler.as_ref()),
+            (None, None) => {
+                unreachable!("DatasetWriter::new refuses custom fields without a handler")
+            }
+        }
+    }
+}
+
+/// A field's encoder: its built-in kind or its custom handler.
+#[derive(Clone, Copy)]
+enum Codec<'a> {
+    Kind(&'static dyn FieldKind),
+    Custom(&'a dyn CustomHandler),
 }
 
 /// An RGB image value.
@@ -62,6 +112,7 @@ pub enum RgbImage {
 
 /// One field's value in a sample, matched by position to the writer's fields.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum FieldValue {
     /// For an Int field.
     Int(i64),
@@ -76,6 +127,23 @@ pub enum FieldValue {
     Json(JsonValue),
     /// For an RGBImage field.
     RgbImage(RgbImage),
+    /// For a custom field: bytes whose meaning its [`crate::CustomHandler`] defines.
+    Custom(Vec<u8>),
+}
+
+impl FieldValue {
+    /// The variant's name, for errors.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            FieldValue::Int(_) => "Int",
+            FieldValue::Float(_) => "Float",
+            FieldValue::Bytes(_) => "Bytes",
+            FieldValue::NdArray(_) => "NdArray",
+            FieldValue::Json(_) => "Json",
+            FieldValue::RgbImage(_) => "RgbImage",
+            FieldValue::Custom(_) => "Custom",
+        }
+    }
 }
 
 /// Where samples come from: anything indexable, shared by the writer threads.
@@ -179,7 +247,8 @@ impl DatasetWriter {
     /// one worker per available core, chunks of 100 samples.
     ///
     /// Fails when there are no fields or more than 65535, a name is not ASCII, longer than 16
-    /// bytes or repeated, a field is custom, or an NDArray shape cannot be stored.
+    /// bytes or repeated, a field is custom without a handler, or its arguments (an NDArray
+    /// shape, ...) cannot be stored.
     pub fn new(path: impl AsRef<Path>, fields: Vec<FieldSpec>) -> Result<DatasetWriter> {
         let path = path.as_ref().to_path_buf();
         let config = |reason: String| Error::InvalidConfig {
@@ -211,18 +280,26 @@ impl DatasetWriter {
             if fields[..index].iter().any(|g| g.name == f.name) {
                 return Err(bad_name("used by an earlier field too"));
             }
-            match &f.field_type {
-                FieldType::Custom => {
+            match (f.field_type.kind(), &f.custom) {
+                (Some(kind), _) => {
+                    kind.encode_arguments(&f.field_type)
+                        .map_err(|e| config(format!("field {index} {:?}: {e}", f.name)))?;
+                }
+                (None, Some(handler)) => {
+                    let (size, align) = handler.metadata_layout();
+                    if size == 0 || !align.is_power_of_two() {
+                        return Err(config(format!(
+                            "field {index} {:?}: custom layout ({size}, {align}) needs a non-zero itemsize and a power-of-two alignment",
+                            f.name
+                        )));
+                    }
+                }
+                (None, None) => {
                     return Err(config(format!(
-                        "field {index} {:?}: custom fields cannot be written",
+                        "field {index} {:?}: custom fields are written through a handler (FieldSpec::custom)",
                         f.name
                     )));
                 }
-                FieldType::NdArray(a) | FieldType::TorchTensor(a) => {
-                    a.encode()
-                        .map_err(|e| config(format!("field {index} {:?}: {e}", f.name)))?;
-                }
-                _ => {}
             }
         }
         let num_workers = std::thread::available_parallelism().map_or(1, usize::from);
@@ -347,9 +424,16 @@ impl DatasetWriter {
         let members: Vec<(u64, u64)> = self
             .fields
             .iter()
-            .map(|f| f.field_type.metadata_layout().expect("no custom fields"))
+            .map(|f| match f.codec() {
+                Codec::Kind(kind) => kind.metadata_layout(),
+                Codec::Custom(handler) => handler.metadata_layout(),
+            })
             .collect();
-        let (offsets, itemsize) = format::row_layout(&members).expect("small fields");
+        let (offsets, itemsize) =
+            format::row_layout(&members).ok_or_else(|| Error::InvalidConfig {
+                path: path.clone(),
+                reason: format!("the metadata row of layout {members:?} overflows"),
+            })?;
         let too_big = || Error::InvalidConfig {
             path: path.clone(),
             reason: format!("{num_samples} samples x {itemsize}-byte metadata rows is too large"),
@@ -375,9 +459,13 @@ impl DatasetWriter {
                 [..FIELD_DESC_SIZE as usize];
             d[0] = f.field_type.type_id();
             d[1..1 + f.name.len()].copy_from_slice(f.name.as_bytes());
-            if let Some(a) = f.field_type.ndarray_args() {
-                d[1 + NAME_SIZE..].copy_from_slice(&a.encode().expect("checked in new()"));
-            }
+            let args: [u8; ARGS_SIZE] = match f.codec() {
+                Codec::Kind(kind) => kind
+                    .encode_arguments(&f.field_type)
+                    .expect("checked in new()"),
+                Codec::Custom(handler) => handler.arguments(),
+            };
+            d[1 + NAME_SIZE..].copy_from_slice(&args);
         }
         file.write_all(&head)
             .map_err(io("write the field descriptors".into()))?;
@@ -539,28 +627,28 @@ impl<S: SampleSource + ?Sized> Shared<'_, S> {
         let ptrs = alloc.place_sample(self, sample, &payloads)?;
         for (i, (f, v)) in fields.iter().zip(&values).enumerate() {
             let at = self.offsets[i] as usize;
-            let ptr = ptrs[i];
-            match v {
-                FieldValue::Int(x) => row[at..at + 8].copy_from_slice(&x.to_le_bytes()),
-                FieldValue::Float(x) => row[at..at + 8].copy_from_slice(&x.to_bits().to_le_bytes()),
-                FieldValue::NdArray(_) => row[at..at + 8].copy_from_slice(&ptr.to_le_bytes()),
-                FieldValue::Bytes(_) | FieldValue::Json(_) => {
-                    let size = payloads[i].as_ref().map_or(0, |p| p.len() as u64);
-                    row[at..at + 8].copy_from_slice(&ptr.to_le_bytes());
-                    row[at + 8..at + 16].copy_from_slice(&size.to_le_bytes());
-                }
-                FieldValue::RgbImage(img) => {
-                    let (mode, w, h) = match img {
-                        RgbImage::Raw { width, height, .. } => (IMAGE_MODE_RAW, width, height),
-                        RgbImage::Jpeg { width, height, .. } => (IMAGE_MODE_JPEG, width, height),
+            let (size, _) = match f.codec() {
+                Codec::Kind(kind) => kind.metadata_layout(),
+                Codec::Custom(handler) => handler.metadata_layout(),
+            };
+            let out = &mut row[at..at + size as usize];
+            let len = payloads[i].as_ref().map_or(0, |p| p.len() as u64);
+            match f.codec() {
+                Codec::Kind(kind) => kind.write_metadata(v, ptrs[i], len, out),
+                Codec::Custom(handler) => {
+                    let FieldValue::Custom(value) = v else {
+                        unreachable!("payload() checked the value's kind")
                     };
-                    row[at] = mode;
-                    row[at + 1..at + 3].copy_from_slice(&w.to_le_bytes());
-                    row[at + 3..at + 5].copy_from_slice(&h.to_le_bytes());
-                    row[at + 5..at + 13].copy_from_slice(&ptr.to_le_bytes());
+                    handler
+                        .write_metadata(value, ptrs[i], len, out)
+                        .map_err(|reason| Error::InvalidValue {
+                            path: path.clone(),
+                            sample,
+                            field: f.name.clone(),
+                            reason,
+                        })?;
                 }
             }
-            debug_assert!(f.field_type.metadata_layout().is_some());
         }
         Ok(())
     }
@@ -592,52 +680,16 @@ fn payload<'v>(
         field: field.name.clone(),
         reason,
     };
-    let kind = match value {
-        FieldValue::Int(_) => "Int",
-        FieldValue::Float(_) => "Float",
-        FieldValue::Bytes(_) => "Bytes",
-        FieldValue::NdArray(_) => "NdArray",
-        FieldValue::Json(_) => "Json",
-        FieldValue::RgbImage(_) => "RgbImage",
-    };
-    match (&field.field_type, value) {
-        (FieldType::Int, FieldValue::Int(_)) | (FieldType::Float, FieldValue::Float(_)) => Ok(None),
-        (FieldType::Bytes, FieldValue::Bytes(b)) => Ok(Some(Cow::Borrowed(b))),
-        (FieldType::NdArray(a) | FieldType::TorchTensor(a), FieldValue::NdArray(b)) => {
-            let want = a.byte_len().expect("checked in new()");
-            if b.len() as u64 != want {
-                return Err(bad(format!(
-                    "array of {} bytes, but dtype {} and shape {:?} take {want}",
-                    b.len(),
-                    a.dtype,
-                    a.shape
-                )));
-            }
-            Ok(Some(Cow::Borrowed(b)))
-        }
-        (FieldType::Json, FieldValue::Json(j)) => {
-            let mut text = j.to_python_json().into_bytes();
-            text.push(0);
-            Ok(Some(Cow::Owned(text)))
-        }
-        (FieldType::RgbImage, FieldValue::RgbImage(img)) => match img {
-            RgbImage::Raw {
-                width,
-                height,
-                pixels,
-            } => {
-                let want = u64::from(*width) * u64::from(*height) * 3;
-                if pixels.len() as u64 != want {
-                    return Err(bad(format!(
-                        "{} pixel bytes for a {width}x{height} RGB image, which takes {want}",
-                        pixels.len()
-                    )));
-                }
-                Ok(Some(Cow::Borrowed(pixels)))
-            }
-            RgbImage::Jpeg { bytes, .. } => Ok(Some(Cow::Borrowed(bytes))),
+    match field.codec() {
+        Codec::Kind(kind) => kind.payload(&field.field_type, value).map_err(bad),
+        Codec::Custom(handler) => match value {
+            FieldValue::Custom(bytes) => handler.payload(bytes).map_err(bad),
+            other => Err(bad(format!(
+                "a {} value for a {} field",
+                other.kind_name(),
+                handler.class_name()
+            ))),
         },
-        (t, _) => Err(bad(format!("a {kind} value for a {} field", t.type_name()))),
     }
 }
 

@@ -61,7 +61,7 @@ fn metadata_descr(t: &FieldType) -> Value {
             ("height", "<u2"),
             ("data_ptr", "<u8"),
         ],
-        FieldType::Custom => panic!("no custom fields in the fixtures"),
+        other => panic!("no {} fields in the fixtures", other.type_name()),
     };
     Value::Array(
         pairs
@@ -191,7 +191,7 @@ fn metadata_region_and_every_column_match() {
                         assert_eq!(u64::from(height), u(&c["height"][at]));
                         assert_eq!(data_ptr, u(&c["data_ptr"][at]));
                     }
-                    FieldMetadata::Custom => unreachable!(),
+                    other => unreachable!("no such field in the fixtures: {other:?}"),
                 }
             }
         }

@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use beton_io::FieldType;
+use beton_io::ExtentRule;
 use page_cache::EpochContext;
 use rayon::prelude::*;
 
 use crate::batch::{Batch, OutputInfo};
 use crate::batch_slots::{OutputBuffer, Slot, SlotOutput};
 use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
-use crate::decode::{CopyRule, SampleInput, stored_extent};
+use crate::decode::{CopyRule, SampleInput};
 use crate::error::{Error, Result};
 use crate::loader::Loader;
 use crate::run_state::{FieldRunner, Shared, lock};
@@ -414,19 +414,6 @@ pub(crate) fn slot_sizes(
         .collect()
 }
 
-/// Where a field's stored bytes are, read from its metadata bytes.
-#[derive(Debug, Clone, Copy)]
-enum Extent {
-    /// Kept in the metadata (Int, Float, custom fields).
-    None,
-    /// Pointer in metadata bytes 0..8, a fixed length (NDArray, TorchTensor).
-    Fixed(u64),
-    /// Pointer in metadata bytes 0..8, length in 8..16 (Bytes, JSON).
-    Sized,
-    /// Anything else: from the typed metadata ([`stored_extent`]).
-    Typed,
-}
-
 /// How one field of a batch is filled; worked out once per epoch so that the per-sample
 /// loop only reads numbers.
 #[derive(Debug, Clone, Copy)]
@@ -434,7 +421,8 @@ struct FieldPlan {
     /// `Some` when the pipeline is a copying decoder alone: the rows are copied straight
     /// into the slot, without records or a kernel call per sample.
     copy: Option<CopyRule>,
-    extent: Extent,
+    /// Where the stored bytes are (beton-io's rule for the field's type or handler).
+    extent: ExtentRule,
     /// The field's metadata bytes inside a metadata row.
     meta_start: usize,
     meta_len: usize,
@@ -447,14 +435,7 @@ struct FieldPlan {
 impl FieldPlan {
     fn of(reader: &beton_io::Reader, f: &FieldRunner) -> FieldPlan {
         let field = &reader.fields()[f.field];
-        let extent = match &f.field_type {
-            FieldType::Int | FieldType::Float | FieldType::Custom => Extent::None,
-            FieldType::NdArray(args) | FieldType::TorchTensor(args) => {
-                Extent::Fixed(args.byte_len().unwrap_or(0))
-            }
-            FieldType::Bytes | FieldType::Json => Extent::Sized,
-            FieldType::RgbImage => Extent::Typed,
-        };
+        let extent = reader.extent_rule(f.field);
         let copy = if f.spec.transforms.is_empty() {
             f.spec.decoder.copy_rule()
         } else {
@@ -466,7 +447,7 @@ impl FieldPlan {
             meta_start: field.metadata_offset as usize,
             meta_len: field.metadata_itemsize as usize,
             row_bytes: f.output.row_bytes,
-            scalar: matches!(f.field_type, FieldType::Int | FieldType::Float),
+            scalar: f.field_type.value_in_metadata(),
             lengths: f.output.kind.has_lengths(),
         }
     }
@@ -773,14 +754,21 @@ fn resolve<'c>(
     let m = meta.len().min(RECORD_METADATA);
     metadata[..m].copy_from_slice(&meta[..m]);
     let word = |i: usize| u64::from_le_bytes(metadata[i..i + 8].try_into().expect("8 bytes"));
+    // The two fixed layouts are read here without a call; beton-io computes the others.
     let extent = match p.extent {
-        Extent::None => None,
-        Extent::Fixed(len) => Some((word(0), len)),
-        Extent::Sized => Some((word(0), word(8))),
-        Extent::Typed => {
-            let typed = shared.reader.metadata(sample, f.field)?;
-            stored_extent(&shared.reader, &f.field_type, &typed)
-        }
+        ExtentRule::None => None,
+        ExtentRule::Fixed { len } => Some((word(0), len)),
+        ExtentRule::Sized => Some((word(0), word(8))),
+        ExtentRule::Computed => shared
+            .reader
+            .stored_extent(f.field, meta)
+            .map_err(|reason| Error::Decode {
+                path: shared.path.clone(),
+                field: f.output.name.clone(),
+                sample,
+                decoder: f.spec.decoder.name(),
+                message: format!("invalid metadata: {reason}"),
+            })?,
     };
     let data = match extent {
         None => &[][..],

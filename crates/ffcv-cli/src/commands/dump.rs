@@ -9,7 +9,9 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use base64::Engine as _;
-use beton_io::{Field, FieldMetadata, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, JsonValue, Reader};
+use beton_io::{
+    Field, FieldMetadata, FieldType, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, JsonValue, Reader,
+};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CliError, Result};
@@ -47,6 +49,16 @@ pub struct DumpArgs {
 }
 
 mod decoded;
+mod fixed_bytes;
+
+/// How `dump` prints a field type its `SampleField::decode` does not know: one module per
+/// type. A type with no entry is printed generically (`SampleField::generic`).
+fn print_extension(field: &SampleField<'_>) -> Option<Result<JsonValue>> {
+    match field.field.field_type {
+        FieldType::FixedBytes(_) => Some(fixed_bytes::print(field)),
+        _ => None,
+    }
+}
 
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
@@ -241,7 +253,21 @@ impl SampleField<'_> {
                 object.push(("custom_metadata_len".into(), int(bytes.len() as u64)));
                 self.digest_into(&mut object, "custom_metadata_", bytes);
             }
+            _ => return print_extension(self).unwrap_or_else(|| self.generic()),
         }
+        Ok(JsonValue::Object(object))
+    }
+
+    /// A field type this command has no printer for: its class name, its stored bytes'
+    /// length and digest (if it stores any) and its metadata's digest.
+    fn generic(&self) -> Result<JsonValue> {
+        let mut object = vec![("type".into(), string(self.field.field_type.type_name()))];
+        if let Some(stored) = self.reader.field_data(self.sample, self.index)? {
+            object.push(("len".into(), int(stored.len() as u64)));
+            self.digest_into(&mut object, "", stored);
+        }
+        let metadata = self.reader.metadata_bytes(self.sample, self.index)?;
+        self.digest_into(&mut object, "metadata_", metadata);
         Ok(JsonValue::Object(object))
     }
 

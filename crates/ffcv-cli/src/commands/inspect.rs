@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use beton_io::{FieldType, Reader};
+use beton_io::Reader;
 use serde_json::{Map, Value, json};
 
 use crate::error::{CliError, Result};
@@ -48,9 +48,11 @@ pub fn summary(reader: &Reader) -> Value {
             object.insert("type".into(), json!(field.field_type.type_name()));
             object.insert("metadata_offset".into(), json!(field.metadata_offset));
             object.insert("metadata_itemsize".into(), json!(field.metadata_itemsize));
-            if let FieldType::NdArray(nd) | FieldType::TorchTensor(nd) = &field.field_type {
-                object.insert("dtype".into(), json!(nd.dtype.descr()));
-                object.insert("shape".into(), json!(nd.shape));
+            // Each type's arguments (NDArray dtype and shape, ...) as beton-io names them.
+            for (key, value) in field.field_type.describe_arguments() {
+                let value = serde_json::from_str(&value.to_python_json())
+                    .expect("beton-io's JSON text parses");
+                object.insert(key.into(), value);
             }
             Value::Object(object)
         })
@@ -132,12 +134,16 @@ fn table(reader: &Reader) -> String {
         .iter()
         .enumerate()
         .map(|(index, field)| {
-            let arguments = match &field.field_type {
-                FieldType::NdArray(nd) | FieldType::TorchTensor(nd) => {
-                    format!("dtype {} shape {:?}", nd.dtype.descr(), nd.shape)
-                }
-                _ => String::new(),
-            };
+            let arguments: Vec<String> = field
+                .field_type
+                .describe_arguments()
+                .into_iter()
+                .map(|(key, value)| match value {
+                    beton_io::JsonValue::String(text) => format!("{key} {text}"),
+                    other => format!("{key} {}", other.to_python_json()),
+                })
+                .collect();
+            let arguments = arguments.join(" ");
             [
                 index.to_string(),
                 field.name.clone(),

@@ -3,15 +3,19 @@
 //! stored dtype and shape, JSON → bytes plus lengths (unpacked with
 //! [`crate::BatchOutput::json`]), RGB images → `SimpleRGBImageDecoder` (constant-size
 //! datasets; it refuses varying sizes when the loader is built, naming two samples); and
-//! [`RawBytesDecoder`], the stored bytes of any field.
+//! [`RawBytesDecoder`], the stored bytes of any field. [`default_decoder`] is the table
+//! from field type to default decoder; a type's decoder may live in its own module
+//! (`fixed_bytes.rs`).
 
 use std::sync::Arc;
 
-use beton_io::{FieldMetadata, FieldType, IMAGE_MODE_RAW, NumpyDtype, Reader};
+use beton_io::{FieldType, NumpyDtype, Reader};
 
 use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
-/// The decoder FFCV uses by default for a field of this type; `None` for custom fields.
+/// The decoder FFCV uses by default for a field of this type; `None` for custom fields
+/// (give them a decoder with [`crate::LoaderBuilder::pipeline`] or
+/// [`crate::LoaderBuilder::decoder`]).
 ///
 /// RGB images get FFCV's `SimpleRGBImageDecoder`, which only serves datasets whose images
 /// all have one size: for others the loader's build fails and names the sizes, and the
@@ -25,7 +29,8 @@ pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
         FieldType::Json => Arc::new(JsonDecoder),
         FieldType::NdArray(_) | FieldType::TorchTensor(_) => Arc::new(NdArrayDecoder),
         FieldType::RgbImage => Arc::new(super::image::SimpleRGBImageDecoder),
-        FieldType::Custom => return None,
+        FieldType::FixedBytes(_) => Arc::new(super::fixed_bytes::FixedBytesDecoder),
+        _ => return None,
     })
 }
 
@@ -126,13 +131,10 @@ fn copy_padded(data: &[u8], out: &mut [u8]) -> Result<(), String> {
 fn max_stored_len(reader: &Reader, field: usize) -> Result<usize, String> {
     let mut max = 0u64;
     for sample in 0..reader.num_samples() {
-        let len = match reader.metadata(sample, field).map_err(|e| e.to_string())? {
-            FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
-            _ => reader
-                .field_data(sample, field)
-                .map_err(|e| e.to_string())?
-                .map_or(0, |d| d.len() as u64),
-        };
+        let len = reader
+            .field_data(sample, field)
+            .map_err(|e| e.to_string())?
+            .map_or(0, |d| d.len() as u64);
         max = max.max(len);
     }
     usize::try_from(max).map_err(|_| format!("largest sample of {max} bytes exceeds memory"))
@@ -246,7 +248,7 @@ impl Decoder for NdArrayDecoder {
 }
 
 /// The stored bytes of any field that has data (Bytes, JSON, NDArray, images: raw pixels or
-/// the JPEG file) as padded `u8` rows plus lengths, like [`BytesDecoder`]. Useful to measure
+/// the JPEG file, fixed bytes, custom fields whose handler stores some) as padded `u8` rows plus lengths, like [`BytesDecoder`]. Useful to measure
 /// the data path without decoding, or to decode images elsewhere.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawBytesDecoder;
@@ -257,14 +259,10 @@ impl Decoder for RawBytesDecoder {
     }
 
     fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
-        let has_data = !matches!(
-            info.field.field_type,
-            FieldType::Int | FieldType::Float | FieldType::Custom
-        );
         expect_type(
             info,
-            has_data,
-            "Bytes, JSON, NDArray, TorchTensor or RGBImage",
+            info.reader.stores_data(info.index),
+            "fields with stored bytes (Bytes, JSON, NDArray, TorchTensor, RGBImage, ...)",
         )?;
         let max = max_stored_len(info.reader, info.index)?;
         Ok(DecoderOutput::new(
@@ -281,29 +279,4 @@ impl Decoder for RawBytesDecoder {
     fn copy_rule(&self) -> Option<CopyRule> {
         Some(CopyRule::Padded)
     }
-}
-
-/// The exact stored extent `(ptr, len)` of one field of one sample (what
-/// [`SampleInput::data`] holds), or `None` for fields kept in the metadata.
-pub(crate) fn stored_extent(
-    reader: &Reader,
-    field_type: &FieldType,
-    meta: &FieldMetadata,
-) -> Option<(u64, u64)> {
-    let ptr = meta.ptr()?;
-    let len = match *meta {
-        FieldMetadata::Bytes { size, .. } | FieldMetadata::Json { size, .. } => size,
-        FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => field_type
-            .ndarray_args()
-            .and_then(beton_io::NdArrayArgs::byte_len)
-            .unwrap_or(0),
-        FieldMetadata::RgbImage {
-            mode,
-            width,
-            height,
-            ..
-        } if mode == IMAGE_MODE_RAW => u64::from(width) * u64::from(height) * 3,
-        _ => reader.alloc_size(ptr).unwrap_or(0),
-    };
-    Some((ptr, len))
 }

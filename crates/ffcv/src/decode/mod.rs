@@ -9,9 +9,14 @@
 //!
 //! Adding a decoder (for example an image decoder) means implementing [`Decoder`] — safe
 //! code only — and, to make it a field type's default or to name it on the command line,
-//! adding an arm to [`default_decoder`] and [`DecoderChoice`]'s parser.
+//! adding an arm to [`default_decoder`] and [`DecoderChoice`]'s parser. A new field type's
+//! default decoder goes in a module of its own (as `fixed_bytes.rs`) plus its arm in
+//! [`default_decoder`]. Custom fields have no default: a user's decoder is given per field
+//! with [`crate::LoaderBuilder::pipeline`] or [`crate::LoaderBuilder::decoder`], and reads
+//! the bytes the field's [`beton_io::CustomHandler`] locates ([`SampleInput::data`]).
 
 mod defaults;
+mod fixed_bytes;
 mod image;
 pub(crate) mod kernel;
 mod spec;
@@ -21,11 +26,11 @@ use std::sync::Arc;
 use beton_io::{Field, NumpyDtype, Reader};
 use pipeline_jit::{ElemType, Operation, State};
 
-pub(crate) use defaults::stored_extent;
 pub use defaults::{
     BytesDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder, RawBytesDecoder,
     default_decoder,
 };
+pub use fixed_bytes::FixedBytesDecoder;
 pub use image::{
     CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
     check_stored_image,
@@ -162,9 +167,11 @@ pub struct SampleInput<'a> {
     pub sample: u64,
     /// The field's stored bytes for this sample, exactly (Bytes/JSON: `size` bytes;
     /// NDArray: the array; raw images: `h * w * 3`; JPEG images: the allocation).
-    /// Empty for fields kept in the metadata (Int, Float).
+    /// Empty for fields kept in the metadata (Int, Float). For a custom field, the extent
+    /// its handler gives.
     pub data: &'a [u8],
-    /// The field's metadata bytes for this sample (at most 16; see `docs/format.md`).
+    /// The field's metadata bytes for this sample (at most 16: longer custom metadata is
+    /// cut to its first 16 bytes; see `docs/format.md`).
     pub metadata: &'a [u8],
     /// The seed of this sample's generator for this operation: depends only on the
     /// loader's seed, the epoch, the sample and the operation's position.
@@ -176,24 +183,17 @@ pub struct SampleInput<'a> {
 impl SampleInput<'_> {
     /// The metadata as an Int field's value.
     pub fn int(&self) -> Option<i64> {
-        Some(i64::from_le_bytes(self.metadata.get(..8)?.try_into().ok()?))
+        beton_io::fields::int::IntKind::value(self.metadata)
     }
 
     /// The metadata as a Float field's value.
     pub fn float(&self) -> Option<f64> {
-        Some(f64::from_bits(u64::from_le_bytes(
-            self.metadata.get(..8)?.try_into().ok()?,
-        )))
+        beton_io::fields::float::FloatKind::value(self.metadata)
     }
 
     /// The metadata as an RGBImage field's `(mode, width, height)` (mode 0 JPEG, 1 raw).
     pub fn image_header(&self) -> Option<(u8, u16, u16)> {
-        let m = self.metadata.get(..5)?;
-        Some((
-            m[0],
-            u16::from_le_bytes([m[1], m[2]]),
-            u16::from_le_bytes([m[3], m[4]]),
-        ))
+        beton_io::fields::rgb_image::RgbImageKind::header(self.metadata)
     }
 }
 

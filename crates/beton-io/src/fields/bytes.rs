@@ -1,0 +1,53 @@
+//! `BytesField` (type id 3): variable-length bytes in the data region; the metadata is the
+//! packed `{ptr: u64, size: u64}`.
+
+use std::borrow::Cow;
+
+use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
+use crate::format::{FieldMetadata, FieldType};
+use crate::writer::FieldValue;
+
+/// The kind of [`FieldType::Bytes`].
+#[derive(Debug, Clone, Copy)]
+pub struct BytesKind;
+
+impl FieldKind for BytesKind {
+    fn type_id(&self) -> u8 {
+        3
+    }
+    fn class_name(&self) -> &'static str {
+        "BytesField"
+    }
+    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+        Ok(FieldType::Bytes)
+    }
+    fn metadata_layout(&self) -> (u64, u64) {
+        (16, 1)
+    }
+    fn metadata(&self, metadata: &[u8]) -> FieldMetadata {
+        FieldMetadata::Bytes {
+            ptr: u64_at(metadata, 0).expect("16 metadata bytes"),
+            size: u64_at(metadata, 8).expect("16 metadata bytes"),
+        }
+    }
+    fn extent_rule(&self, _: &FieldType) -> ExtentRule {
+        ExtentRule::Sized
+    }
+    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
+        Ok(FieldValue::Bytes(stored(data)))
+    }
+    fn payload<'v>(
+        &self,
+        _: &FieldType,
+        value: &'v FieldValue,
+    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+        match value {
+            FieldValue::Bytes(b) => Ok(Some(Cow::Borrowed(b))),
+            other => Err(wrong_value(other, self.class_name())),
+        }
+    }
+    fn write_metadata(&self, _: &FieldValue, ptr: u64, len: u64, out: &mut [u8]) {
+        put_u64(out, 0, ptr);
+        put_u64(out, 8, len);
+    }
+}
