@@ -55,6 +55,7 @@ mod json;
 mod mapping;
 mod page_map;
 mod reader;
+mod source;
 mod writer;
 
 pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
@@ -68,7 +69,5 @@ pub use format::{
 pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;
 pub use reader::{AllocRow, Field, Reader, ReaderOptions};
-pub use writer::{
-    DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, FnSource, RgbImage, SampleSource,
-    WriteSummary, from_fn,
-};
+pub use source::{FnSource, SampleSource, from_fn};
+pub use writer::{DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, RgbImage, WriteSummary};

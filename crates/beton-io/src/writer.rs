@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result, SourceError};
+use crate::error::{Error, Result};
 use crate::fields::{CustomHandler, FieldKind};
 use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldType, HEADER_SIZE, Header,
@@ -15,6 +15,7 @@ use crate::format::{
 };
 use crate::json::JsonValue;
 use crate::reader::AllocRow;
+use crate::source::SampleSource;
 
 /// FFCV's default page size (4 x 2 MiB).
 pub const DEFAULT_PAGE_SIZE: u64 = 4 * MIN_PAGE_SIZE;
@@ -143,59 +144,6 @@ impl FieldValue {
             FieldValue::RgbImage(_) => "RgbImage",
             FieldValue::Custom(_) => "Custom",
         }
-    }
-}
-
-/// Where samples come from: anything indexable, shared by the writer threads.
-pub trait SampleSource: Sync {
-    /// Number of samples.
-    fn num_samples(&self) -> u64;
-    /// Sample `index` (`0..num_samples()`), one value per field in field order.
-    fn sample(&self, index: u64) -> std::result::Result<Vec<FieldValue>, SourceError>;
-}
-
-impl SampleSource for [Vec<FieldValue>] {
-    fn num_samples(&self) -> u64 {
-        self.len() as u64
-    }
-    fn sample(&self, index: u64) -> std::result::Result<Vec<FieldValue>, SourceError> {
-        Ok(self[index as usize].clone())
-    }
-}
-
-impl SampleSource for Vec<Vec<FieldValue>> {
-    fn num_samples(&self) -> u64 {
-        self.len() as u64
-    }
-    fn sample(&self, index: u64) -> std::result::Result<Vec<FieldValue>, SourceError> {
-        Ok(self[index as usize].clone())
-    }
-}
-
-/// A [`SampleSource`] made of a length and a function; see [`from_fn`].
-#[derive(Debug, Clone)]
-pub struct FnSource<F> {
-    len: u64,
-    f: F,
-}
-
-/// A source of `len` samples, sample `i` being `f(i)`.
-pub fn from_fn<F>(len: u64, f: F) -> FnSource<F>
-where
-    F: Fn(u64) -> std::result::Result<Vec<FieldValue>, SourceError> + Sync,
-{
-    FnSource { len, f }
-}
-
-impl<F> SampleSource for FnSource<F>
-where
-    F: Fn(u64) -> std::result::Result<Vec<FieldValue>, SourceError> + Sync,
-{
-    fn num_samples(&self) -> u64 {
-        self.len
-    }
-    fn sample(&self, index: u64) -> std::result::Result<Vec<FieldValue>, SourceError> {
-        (self.f)(index)
     }
 }
 
