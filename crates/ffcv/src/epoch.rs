@@ -753,12 +753,11 @@ fn resolve<'c>(
     let mut metadata = [0u8; RECORD_METADATA];
     let m = meta.len().min(RECORD_METADATA);
     metadata[..m].copy_from_slice(&meta[..m]);
-    let word = |i: usize| u64::from_le_bytes(metadata[i..i + 8].try_into().expect("8 bytes"));
-    // The two fixed layouts are read here without a call; beton-io computes the others.
+    // The two fixed layouts are applied inline (no call into the reader per sample);
+    // beton-io computes the others.
     let extent = match p.extent {
         ExtentRule::None => None,
-        ExtentRule::Fixed { len } => Some((word(0), len)),
-        ExtentRule::Sized => Some((word(0), word(8))),
+        ExtentRule::Fixed { .. } | ExtentRule::Sized => p.extent.fixed_extent(meta),
         ExtentRule::Computed => shared
             .reader
             .stored_extent(f.field, meta)

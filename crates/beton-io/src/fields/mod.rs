@@ -65,6 +65,17 @@ pub enum ExtentRule {
 }
 
 impl ExtentRule {
+    /// `(ptr, len)` for the two layouts read from fixed places (`Fixed`, `Sized`), `None`
+    /// for the others or metadata too short: the hot path of a loader, inlined.
+    #[inline]
+    pub fn fixed_extent(self, metadata: &[u8]) -> Option<(u64, u64)> {
+        match self {
+            ExtentRule::Fixed { len } => Some((u64_at(metadata, 0)?, len)),
+            ExtentRule::Sized => Some((u64_at(metadata, 0)?, u64_at(metadata, 8)?)),
+            ExtentRule::None | ExtentRule::Computed => None,
+        }
+    }
+
     /// The extent this rule gives for `metadata` (`Computed` gives `None`: ask the kind).
     pub fn apply(self, metadata: &[u8]) -> Option<Extent> {
         match self {
@@ -169,6 +180,7 @@ pub trait FieldKind: Sync + std::fmt::Debug {
 }
 
 /// The little-endian u64 at `metadata[at..at + 8]`, if there.
+#[inline]
 pub fn u64_at(metadata: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         metadata.get(at..at.checked_add(8)?)?.try_into().ok()?,
@@ -188,4 +200,43 @@ pub(crate) fn wrong_value(value: &FieldValue, class_name: &str) -> String {
 /// The stored bytes, which a kind with data always gets from the reader.
 pub(crate) fn stored(data: Option<&[u8]>) -> Vec<u8> {
     data.unwrap_or_default().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_read_their_words_and_refuse_short_metadata() {
+        let mut m = [0u8; 16];
+        m[..8].copy_from_slice(&4096u64.to_le_bytes());
+        m[8..].copy_from_slice(&17u64.to_le_bytes());
+        assert_eq!(ExtentRule::Sized.fixed_extent(&m), Some((4096, 17)));
+        assert_eq!(
+            ExtentRule::Fixed { len: 3 }.fixed_extent(&m),
+            Some((4096, 3))
+        );
+        assert_eq!(ExtentRule::Sized.fixed_extent(&m[..15]), None);
+        assert_eq!(ExtentRule::Fixed { len: 3 }.fixed_extent(&m[..7]), None);
+        assert_eq!(ExtentRule::Computed.fixed_extent(&m), None);
+        assert_eq!(
+            ExtentRule::Sized.apply(&m),
+            Some(Extent {
+                ptr: 4096,
+                len: StoredLen::Bytes(17)
+            })
+        );
+        assert_eq!(ExtentRule::None.apply(&m), None);
+    }
+
+    #[test]
+    fn every_builtin_kind_is_found_by_its_id_and_ids_are_distinct() {
+        for kind in BUILTIN {
+            let found = kind_by_id(kind.type_id()).unwrap();
+            assert_eq!(found.class_name(), kind.class_name());
+        }
+        assert!(kind_by_id(255).is_none());
+        assert!(kind_by_id(7).is_none());
+        assert_eq!(kind_by_id(128).unwrap().class_name(), "FixedBytesField");
+    }
 }
