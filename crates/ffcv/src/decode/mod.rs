@@ -122,6 +122,7 @@ pub fn pipeline_dtype(dtype: &NumpyDtype) -> Option<ElemType> {
         (NumpyKind::UInt, 1) => Some(ElemType::U8),
         (NumpyKind::Int, 4) => Some(ElemType::I32),
         (NumpyKind::Int, 8) => Some(ElemType::I64),
+        (NumpyKind::Float, 2) => Some(ElemType::F16),
         (NumpyKind::Float, 4) => Some(ElemType::F32),
         (NumpyKind::Float, 8) => Some(ElemType::F64),
         _ => None,
@@ -135,6 +136,7 @@ pub fn numpy_dtype(dtype: ElemType) -> NumpyDtype {
         ElemType::U8 => (NumpyKind::UInt, 1),
         ElemType::I32 => (NumpyKind::Int, 4),
         ElemType::I64 => (NumpyKind::Int, 8),
+        ElemType::F16 => (NumpyKind::Float, 2),
         ElemType::F32 => (NumpyKind::Float, 4),
         ElemType::F64 => (NumpyKind::Float, 8),
     };
