@@ -114,6 +114,26 @@ fn normalize_u8_to_f16_rounds_once_from_f64() {
     assert_eq!(f16s(&both(&pf, &[0], &input)), out);
 }
 
+/// FFCV's `NormalizeImage(mean, std, np.float16)` table with ImageNet's statistics, as
+/// NumPy 1.26 fills it (`np.zeros((256, 3), np.float16)[:] = (arange(256)[:, None] - mean)
+/// / std`, float64 rounded once): rows 0, 1, 77, 128, 200 and 255, printed by the reference
+/// environment. Both engines give these bits.
+#[test]
+fn normalize_to_f16_equals_ffcvs_numpy_table() {
+    let p = Pipeline::new(u8s(&[1, 6, 3])).then(NormalizeImage {
+        mean: vec![0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
+        std: vec![0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
+        dtype: ElemType::F16,
+    });
+    let rows: [u8; 6] = [0, 1, 77, 128, 200, 255];
+    let input: Vec<u8> = rows.iter().flat_map(|&v| [v; 3]).collect();
+    let numpy: [u16; 18] = [
+        0xc03c, 0xc012, 0xbf38, 0xc034, 0xc009, 0xbf26, 0xba65, 0xb980, 0xb766, 0x2cbd, 0x3291,
+        0x36d3, 0x3d3a, 0x3ddd, 0x3eba, 0x407f, 0x40db, 0x4148,
+    ];
+    assert_eq!(f16s(&both(&p, &[0], &input)), numpy);
+}
+
 #[test]
 fn f16_arithmetic_rounds_once_and_saturates_to_infinity() {
     // 1 + 2^-11 is the tie between 1 and the next binary16: to even (1.0); 65520 (the tie
