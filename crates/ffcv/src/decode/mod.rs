@@ -69,7 +69,7 @@ pub struct DecoderOutput {
     pub dtype: NumpyDtype,
     /// The pipeline state the transforms after the decoder see. It describes the same
     /// bytes as `shape` and `dtype`; for element types pipeline-jit has no name for
-    /// (int16, float16, big-endian...) it is `U8` with the item size as a last axis.
+    /// (int16, big-endian...) it is `U8` with the item size as a last axis.
     pub state: State,
     /// What the output holds.
     pub kind: OutputKind,
