@@ -122,6 +122,12 @@ pub enum PipelineName {
         /// Cranelift-compiled (`true`) or interpreted pipelines.
         compile: bool,
     },
+    /// The same chain normalizing to float16 (each value rounded once from its `f64`
+    /// value), compiled or interpreted.
+    ImagenetF16 {
+        /// Cranelift-compiled (`true`) or interpreted pipelines.
+        compile: bool,
+    },
 }
 
 impl PipelineName {
@@ -135,6 +141,8 @@ impl PipelineName {
             PipelineName::Rrc224 => "rrc224",
             PipelineName::ImagenetF32 { compile: true } => "imagenet-f32/jit",
             PipelineName::ImagenetF32 { compile: false } => "imagenet-f32/interp",
+            PipelineName::ImagenetF16 { compile: true } => "imagenet-f16/jit",
+            PipelineName::ImagenetF16 { compile: false } => "imagenet-f16/interp",
         }
     }
 
@@ -144,6 +152,7 @@ impl PipelineName {
             self,
             PipelineName::CifarTrain { compile: false }
                 | PipelineName::ImagenetF32 { compile: false }
+                | PipelineName::ImagenetF16 { compile: false }
         )
     }
 
@@ -152,7 +161,9 @@ impl PipelineName {
     pub fn compares_compiler(self) -> bool {
         matches!(
             self,
-            PipelineName::CifarTrain { .. } | PipelineName::ImagenetF32 { .. }
+            PipelineName::CifarTrain { .. }
+                | PipelineName::ImagenetF32 { .. }
+                | PipelineName::ImagenetF16 { .. }
         )
     }
 
@@ -161,6 +172,7 @@ impl PipelineName {
         match self {
             PipelineName::CifarTrain { .. } => PipelineName::CifarTrain { compile: false },
             PipelineName::ImagenetF32 { .. } => PipelineName::ImagenetF32 { compile: false },
+            PipelineName::ImagenetF16 { .. } => PipelineName::ImagenetF16 { compile: false },
             other => other,
         }
     }
@@ -176,6 +188,11 @@ impl PipelineName {
             PipelineName::Rrc224 => format!("{PHOTOS_DECODER}, compiled"),
             PipelineName::ImagenetF32 { compile } => format!(
                 "{PHOTOS_DECODER} -> flip -> normalize f32 -> CHW on the first \
+                 {PHOTOS_TRAIN_SAMPLES} samples, {}",
+                if compile { "compiled" } else { "interpreted" }
+            ),
+            PipelineName::ImagenetF16 { compile } => format!(
+                "{PHOTOS_DECODER} -> flip -> normalize f16 -> CHW on the first \
                  {PHOTOS_TRAIN_SAMPLES} samples, {}",
                 if compile { "compiled" } else { "interpreted" }
             ),
@@ -292,10 +309,14 @@ pub fn groups(label: &str) -> Vec<Vec<Config>> {
         for workers in [Some(1), None] {
             groups.push(vec![Config { workers, ..base }]);
         }
-        for workers in [Some(1), None] {
-            let config = Config { workers, ..base };
-            let jit = PipelineName::ImagenetF32 { compile: true };
-            groups.push(vec![config.with(jit), config.with(jit.interpreted())]);
+        for jit in [
+            PipelineName::ImagenetF32 { compile: true },
+            PipelineName::ImagenetF16 { compile: true },
+        ] {
+            for workers in [Some(1), None] {
+                let config = Config { workers, ..base };
+                groups.push(vec![config.with(jit), config.with(jit.interpreted())]);
+            }
         }
     } else {
         for os_cache in [true, false] {
@@ -347,10 +368,10 @@ pub const PHOTOS_LABEL: &str = "photos";
 /// JPEG images in the photograph data set: 350 to 500 pixels a side, quality 90, 4:2:0.
 /// Few, so that `--small` stays bounded: each photo costs about a millisecond to decode.
 pub const PHOTOS_SAMPLES: u64 = 1024;
-/// Samples of the `imagenet-f32` rows: the first 8 batches of 128. The interpreted chain runs
-/// at a fraction of the compiled one's rate; a whole epoch per round would make the pairs
-/// dominate the `--small` run.
-pub const PHOTOS_TRAIN_SAMPLES: u64 = 8 * 128;
+/// Samples of the `imagenet-f32` and `imagenet-f16` rows: the first 4 batches of 128. The
+/// interpreted chains run at a fraction of the compiled ones' rate, and there are eight such
+/// rows; whole epochs would push `--small` past its 3 minutes.
+pub const PHOTOS_TRAIN_SAMPLES: u64 = 4 * 128;
 /// The photograph rows' decoder: FFCV's ImageNet RandomResizedCrop to 224x224.
 pub const PHOTOS_DECODER: &str = "random-resized-crop:224x224";
 
@@ -495,7 +516,12 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
             builder.decoder(dataset.field.as_str(), decoder)
         }
         PipelineName::Rrc224 => builder.decoder(dataset.field.as_str(), photos_decoder()?),
-        PipelineName::ImagenetF32 { .. } => {
+        PipelineName::ImagenetF32 { .. } | PipelineName::ImagenetF16 { .. } => {
+            let dtype = if matches!(config.pipeline, PipelineName::ImagenetF16 { .. }) {
+                ElemType::F16
+            } else {
+                ElemType::F32
+            };
             let ffcv::DecoderChoice::Decoder(decoder) = photos_decoder()? else {
                 return Err(format!("{PHOTOS_DECODER} names no decoder"));
             };
@@ -508,7 +534,7 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
                         .then(transforms::normalize_image(
                             transforms::IMAGENET_MEAN,
                             transforms::IMAGENET_STD,
-                            ElemType::F32,
+                            dtype,
                         ))
                         .then(transforms::to_torch_image()),
                 )
@@ -933,6 +959,10 @@ mod tests {
                 "loader/photos/os/random/1t/imagenet-f32/interp",
                 "loader/photos/os/random/all/imagenet-f32/jit",
                 "loader/photos/os/random/all/imagenet-f32/interp",
+                "loader/photos/os/random/1t/imagenet-f16/jit",
+                "loader/photos/os/random/1t/imagenet-f16/interp",
+                "loader/photos/os/random/all/imagenet-f16/jit",
+                "loader/photos/os/random/all/imagenet-f16/interp",
                 "loader/photos/os/random/all/rrc224/cuda0"
             ]
         );

@@ -264,6 +264,9 @@ fn transforms_run_on_the_named_field_after_its_decoder() {
         "label=squeeze",
     ]);
     assert_eq!(ok.json()["samples_per_epoch"], 48);
+    // The same chain to float16.
+    let half = bench(&["--transform", "image=flip,normalize:imagenet:f16,chw"]);
+    assert_eq!(half.json()["samples_per_epoch"], 48);
     // The ops reach the pipeline of the field named: an image op on the int field fails
     // when the loader is built, naming the field and the op.
     let wrong_field = bench(&["--transform", "index=normalize:imagenet"]);
@@ -288,7 +291,7 @@ fn bad_transforms_are_usage_errors() {
         (vec!["--transform", "image=flip:3"], "not in [0, 1]"),
         (
             vec!["--transform", "image=normalize:imagenet:u8"],
-            "not f32 or f64",
+            "not f16, f32 or f64",
         ),
         (vec!["--transform", "nosuch=flip"], "does not have"),
         (

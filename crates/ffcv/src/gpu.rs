@@ -258,6 +258,7 @@ fn stage_dtype(info: &OutputInfo) -> Option<DeviceDtype> {
         pipeline_jit::ElemType::U8 => DeviceDtype::U8,
         pipeline_jit::ElemType::I32 => DeviceDtype::I32,
         pipeline_jit::ElemType::I64 => DeviceDtype::I64,
+        pipeline_jit::ElemType::F16 => DeviceDtype::F16,
         pipeline_jit::ElemType::F32 => DeviceDtype::F32,
         pipeline_jit::ElemType::F64 => DeviceDtype::F64,
     })

@@ -16,7 +16,7 @@ use crate::transforms::{self, IMAGENET_MEAN, IMAGENET_STD};
 /// The op grammar, quoted in every error so that a mistyped flag shows what is accepted.
 pub const TRANSFORM_GRAMMAR: &str = "flip[:P], normalize:imagenet[:DTYPE], \
      normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE, cutout:SIZE, translate:PAD, \
-     squeeze (DTYPE: u8, i32, i64, f32, f64)";
+     squeeze (DTYPE: u8, i32, i64, f16, f32, f64)";
 
 /// A transform op string that names no known op, or whose parameters are malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -221,10 +221,10 @@ fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, Unknown
         None => ElemType::F32,
         Some(t) => dtype(op, t)?,
     };
-    if !matches!(dt, ElemType::F32 | ElemType::F64) {
+    if !dt.is_float() {
         return Err(UnknownTransform::new(
             op,
-            format!("normalize writes floats; {dt:?} is not f32 or f64"),
+            format!("normalize writes floats; {dt:?} is not f16, f32 or f64"),
         ));
     }
     Ok(Arc::new(transforms::normalize_image(mean, std, dt)))
@@ -271,12 +271,7 @@ fn dtype(op: &str, text: &str) -> Result<ElemType, UnknownTransform> {
         "i64" | "int64" => ElemType::I64,
         "f32" | "float32" => ElemType::F32,
         "f64" | "float64" => ElemType::F64,
-        "f16" | "float16" => {
-            return Err(UnknownTransform::new(
-                op,
-                "f16 output is not supported by the pipeline yet; use f32",
-            ));
-        }
+        "f16" | "float16" => ElemType::F16,
         other => {
             return Err(UnknownTransform::new(
                 op,
@@ -327,10 +322,12 @@ mod tests {
             "flip:1",
             "normalize:imagenet",
             "normalize:imagenet:f64",
-            "normalize:0,0,0/1,1,1",
+            "normalize:imagenet:f16",
+            "normalize:0,0,0/1,1,1:float16",
             "chw",
             "convert:f32",
             "convert:u8",
+            "convert:f16",
             "cutout:8",
             "translate:4",
             "squeeze",
@@ -349,8 +346,7 @@ mod tests {
             ("normalize", "needs :imagenet"),
             ("normalize:1,2/3,4,5", "3 comma-separated"),
             ("normalize:1,2,3/0,1,1", "non-zero"),
-            ("normalize:imagenet:u8", "not f32 or f64"),
-            ("normalize:imagenet:f16", "not supported"),
+            ("normalize:imagenet:u8", "not f16, f32 or f64"),
             ("convert", "needs :DTYPE"),
             ("convert:f8", "unknown dtype"),
             ("cutout:0", "at least 1"),

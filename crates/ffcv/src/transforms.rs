@@ -59,8 +59,9 @@ pub fn convert(dtype: ElemType) -> Convert {
 }
 
 /// FFCV's `NormalizeImage(mean, std, type)`: `(x - mean[c]) / std[c]` per channel of an
-/// `[H, W, 3]` image, as `dtype` (`F32` or `F64`); for `u8` input through a 256-entry table
-/// per channel as FFCV does.
+/// `[H, W, 3]` image, as `dtype` (`F16`, `F32` or `F64`, each rounded once from the `f64`
+/// value, as NumPy assigns FFCV's table); for `u8` input through a 256-entry table per
+/// channel as FFCV does.
 pub fn normalize_image(mean: [f64; 3], std: [f64; 3], dtype: ElemType) -> NormalizeImage {
     NormalizeImage {
         mean: mean.to_vec(),

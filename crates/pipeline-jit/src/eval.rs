@@ -3,6 +3,7 @@
 //! The interpreter uses it for operations without a specialised loop (custom IR operations,
 //! cutout, clamp, ...); the code generator must agree with it bit for bit.
 
+use crate::half::{f16_from_f64, f16_to_f64};
 use crate::ir::{BinOp, CmpOp, Cond, Expr, Index};
 use crate::state::ElemType;
 
@@ -12,6 +13,8 @@ pub(crate) enum V {
     U8(u8),
     I32(i32),
     I64(i64),
+    /// The bits of a binary16.
+    F16(u16),
     F32(f32),
     F64(f64),
 }
@@ -22,6 +25,7 @@ impl V {
             ElemType::U8 => V::U8(b as u8),
             ElemType::I32 => V::I32(b as u32 as i32),
             ElemType::I64 => V::I64(b as i64),
+            ElemType::F16 => V::F16(b as u16),
             ElemType::F32 => V::F32(f32::from_bits(b as u32)),
             ElemType::F64 => V::F64(f64::from_bits(b)),
         }
@@ -34,6 +38,7 @@ impl V {
             ElemType::U8 => V::U8(b[0]),
             ElemType::I32 => V::I32(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
             ElemType::I64 => V::I64(i64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
+            ElemType::F16 => V::F16(u16::from_ne_bytes([b[0], b[1]])),
             ElemType::F32 => V::F32(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
             ElemType::F64 => V::F64(f64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
         }
@@ -44,6 +49,7 @@ impl V {
             V::U8(v) => bytes[elem] = v,
             V::I32(v) => bytes[elem * 4..elem * 4 + 4].copy_from_slice(&v.to_ne_bytes()),
             V::I64(v) => bytes[elem * 8..elem * 8 + 8].copy_from_slice(&v.to_ne_bytes()),
+            V::F16(v) => bytes[elem * 2..elem * 2 + 2].copy_from_slice(&v.to_ne_bytes()),
             V::F32(v) => bytes[elem * 4..elem * 4 + 4].copy_from_slice(&v.to_ne_bytes()),
             V::F64(v) => bytes[elem * 8..elem * 8 + 8].copy_from_slice(&v.to_ne_bytes()),
         }
@@ -54,18 +60,20 @@ impl V {
             V::U8(v) => i64::from(v),
             V::I32(v) => i64::from(v),
             V::I64(v) => v,
+            V::F16(v) => f16_to_f64(v) as i64,
             V::F32(v) => v as i64,
             V::F64(v) => v as i64,
         }
     }
 
-    fn cast(self, t: ElemType) -> V {
+    pub(crate) fn cast(self, t: ElemType) -> V {
         macro_rules! conv {
             ($x:expr) => {
                 match t {
                     ElemType::U8 => V::U8($x as u8),
                     ElemType::I32 => V::I32($x as i32),
                     ElemType::I64 => V::I64($x as i64),
+                    ElemType::F16 => V::F16(f16_from_f64($x as f64)),
                     ElemType::F32 => V::F32($x as f32),
                     ElemType::F64 => V::F64($x as f64),
                 }
@@ -75,6 +83,7 @@ impl V {
             V::U8(x) => conv!(x),
             V::I32(x) => conv!(x),
             V::I64(x) => conv!(x),
+            V::F16(x) => conv!(f16_to_f64(x)),
             V::F32(x) => conv!(x),
             V::F64(x) => conv!(x),
         }
@@ -163,6 +172,17 @@ fn bin(op: BinOp, a: V, b: V) -> V {
             Min => fmin64(x, y),
             Max => fmax64(x, y),
         }),
+        (V::F16(x), V::F16(y)) => {
+            let (x, y) = (f16_to_f64(x), f16_to_f64(y));
+            V::F16(f16_from_f64(match op {
+                Add => x + y,
+                Sub => x - y,
+                Mul => x * y,
+                Div => x / y,
+                Min => fmin64(x, y),
+                Max => fmax64(x, y),
+            }))
+        }
         // Mixed types are rejected by validation.
         _ => a,
     }

@@ -544,6 +544,7 @@ fn flip(inp: &[u8], out: &mut [u8], h: usize, w: usize, pixel: usize, flipped: b
         1 => rows::<1>(inp, out, row),
         3 => rows::<3>(inp, out, row),
         4 => rows::<4>(inp, out, row),
+        6 => rows::<6>(inp, out, row),
         12 => rows::<12>(inp, out, row),
         _ => {
             for (o, i) in out.chunks_exact_mut(row).zip(inp.chunks_exact(row)) {
@@ -569,6 +570,7 @@ fn to_chw(inp: &[u8], out: &mut [u8], hw: usize, c: usize, size: usize) {
     }
     match size {
         1 => go::<1>(inp, out, hw, c),
+        2 => go::<2>(inp, out, hw, c),
         4 => go::<4>(inp, out, hw, c),
         _ => go::<8>(inp, out, hw, c),
     }
@@ -587,6 +589,7 @@ fn lut(inp: &[u8], out: &mut [u8], c: usize, size: usize, table: &[u8]) {
         return;
     }
     match size {
+        2 => go::<2>(inp, out, c, table),
         4 => go::<4>(inp, out, c, table),
         _ => go::<8>(inp, out, c, table),
     }
@@ -635,6 +638,7 @@ fn convert_as<A: Elem + CastTo<B>, B: Elem>(inp: &[u8], out: &mut [u8]) {
 fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> + CastTo<f64>>(
     inp: &[u8],
     out: &mut [u8],
+    from: ElemType,
     to: ElemType,
 ) {
     match to {
@@ -643,16 +647,26 @@ fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> +
         ElemType::I64 => convert_as::<A, i64>(inp, out),
         ElemType::F32 => convert_as::<A, f32>(inp, out),
         ElemType::F64 => convert_as::<A, f64>(inp, out),
+        ElemType::F16 => convert_f16(inp, out, from, to),
     }
 }
 
 /// Element-wise `as` conversion of a whole sample.
 fn convert(inp: &[u8], out: &mut [u8], from: ElemType, to: ElemType) {
     match from {
-        ElemType::U8 => convert_from::<u8>(inp, out, to),
-        ElemType::I32 => convert_from::<i32>(inp, out, to),
-        ElemType::I64 => convert_from::<i64>(inp, out, to),
-        ElemType::F32 => convert_from::<f32>(inp, out, to),
-        ElemType::F64 => convert_from::<f64>(inp, out, to),
+        ElemType::U8 => convert_from::<u8>(inp, out, from, to),
+        ElemType::I32 => convert_from::<i32>(inp, out, from, to),
+        ElemType::I64 => convert_from::<i64>(inp, out, from, to),
+        ElemType::F32 => convert_from::<f32>(inp, out, from, to),
+        ElemType::F64 => convert_from::<f64>(inp, out, from, to),
+        ElemType::F16 => convert_f16(inp, out, from, to),
+    }
+}
+
+/// A conversion from or to `F16`: through `f64` with one rounding, as the IR defines it
+/// (Rust has no stable `f16` to cast with).
+fn convert_f16(inp: &[u8], out: &mut [u8], from: ElemType, to: ElemType) {
+    for k in 0..inp.len() / from.size() {
+        crate::eval::V::read(from, inp, k).cast(to).write(out, k);
     }
 }

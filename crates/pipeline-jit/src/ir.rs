@@ -11,7 +11,10 @@
 //! - load coordinates are clamped into the input shape (so every IR program is memory safe);
 //! - table indices are clamped into the table;
 //! - index arithmetic is wrapping `i64`; comparisons are signed;
-//! - casts follow Rust's `as` (float to int saturates, NaN gives 0);
+//! - casts follow Rust's `as` (float to int saturates, NaN gives 0); `F16` is converted
+//!   through `f64` (exact both ways for every other type but `I64` beyond 2^53, which
+//!   overflows binary16 anyway), rounding once to nearest even, and its arithmetic is done
+//!   in `f64` and rounded once;
 //! - integer `Add`/`Sub`/`Mul` wrap in their type, `Min`/`Max` compare unsigned for `U8` and
 //!   signed otherwise; `Div` is for floats only; float `Min`/`Max` order `-0.0` below `0.0`
 //!   and return NaN if either operand is NaN.
@@ -152,6 +155,7 @@ pub fn bits_of(dtype: ElemType, v: f64) -> u64 {
         ElemType::U8 => u64::from(v as u8),
         ElemType::I32 => u64::from((v as i32) as u32),
         ElemType::I64 => (v as i64) as u64,
+        ElemType::F16 => u64::from(crate::half::f16_from_f64(v)),
         ElemType::F32 => u64::from((v as f32).to_bits()),
         ElemType::F64 => v.to_bits(),
     }

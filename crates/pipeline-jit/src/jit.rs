@@ -87,6 +87,8 @@ fn clif(t: ElemType) -> Type {
         ElemType::U8 => types::I8,
         ElemType::I32 => types::I32,
         ElemType::I64 => types::I64,
+        // Binary16 lives in registers as its bits; arithmetic goes through f64.
+        ElemType::F16 => types::I16,
         ElemType::F32 => types::F32,
         ElemType::F64 => types::F64,
     }
@@ -850,6 +852,7 @@ impl Gen<'_, '_> {
             ElemType::U8 => self.b.ins().iconst(types::I8, (bits & 0xff) as i64),
             ElemType::I32 => self.b.ins().iconst(types::I32, i64::from(bits as u32)),
             ElemType::I64 => self.b.ins().iconst(types::I64, bits as i64),
+            ElemType::F16 => self.b.ins().iconst(types::I16, (bits & 0xffff) as i64),
             ElemType::F32 => self.b.ins().f32const(Ieee32::with_bits(bits as u32)),
             ElemType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
         }
@@ -1101,6 +1104,12 @@ impl Gen<'_, '_> {
     }
 
     fn bin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
+        if t == ElemType::F16 {
+            let x = crate::half::emit_to_f64(&mut self.b, x);
+            let y = crate::half::emit_to_f64(&mut self.b, y);
+            let r = self.bin(op, ElemType::F64, x, y);
+            return crate::half::emit_from_f64(&mut self.b, r);
+        }
         let ins = self.b.ins();
         if t.is_float() {
             match op {
@@ -1129,9 +1138,20 @@ impl Gen<'_, '_> {
     /// Rust `as` conversion.
     fn convert(&mut self, v: Value, from: ElemType, to: ElemType) -> Value {
         use ElemType::*;
+        match (from, to) {
+            _ if from == to => return v,
+            (F16, _) => {
+                let w = crate::half::emit_to_f64(&mut self.b, v);
+                return self.convert(w, F64, to);
+            }
+            (_, F16) => {
+                let w = self.convert(v, from, F64);
+                return crate::half::emit_from_f64(&mut self.b, w);
+            }
+            _ => {}
+        }
         let ins = self.b.ins();
         match (from, to) {
-            _ if from == to => v,
             (U8, I32 | I64) => ins.uextend(clif(to), v),
             (I32, I64) => ins.sextend(types::I64, v),
             (I32 | I64, U8) | (I64, I32) => ins.ireduce(clif(to), v),

@@ -27,7 +27,7 @@
 //! An expressible operation gives, for the output element at coordinates
 //! `Coord(0)..Coord(rank)`, an [`Expr`]: loads from the input at [`Index`] coordinates
 //! (clamped into the input, so every program is memory safe), constants, per-channel
-//! tables, `as` casts between the five element types, arithmetic (`Add`, `Sub`, `Mul`,
+//! tables, `as` casts between the six element types, arithmetic (`Add`, `Sub`, `Mul`,
 //! float `Div`, `Min`, `Max`) and branch-free selects on [`Cond`]itions over indices.
 //! Indices are `i64` expressions of coordinates, constants, integer values and the
 //! sample's random parameters (`Index::Rand(k)`, drawn per sample from the operation's
@@ -149,6 +149,7 @@ mod call;
 pub mod error;
 mod eval;
 pub mod exec;
+pub mod half;
 pub mod ir;
 mod jit;
 pub mod op;

@@ -94,7 +94,7 @@ pub struct NormalizeImage {
     pub mean: Vec<f64>,
     /// Per-channel standard deviations.
     pub std: Vec<f64>,
-    /// Output type (`F32` or `F64`).
+    /// Output type (`F16`, `F32` or `F64`).
     pub dtype: ElemType,
 }
 

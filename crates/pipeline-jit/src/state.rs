@@ -11,6 +11,9 @@ pub enum ElemType {
     I32,
     /// Signed 64-bit integer.
     I64,
+    /// IEEE half precision (binary16), stored as its bits; computed in `f64` and rounded
+    /// once, to nearest even (see the `half` module).
+    F16,
     /// IEEE single precision.
     F32,
     /// IEEE double precision.
@@ -22,6 +25,7 @@ impl ElemType {
     pub fn size(self) -> usize {
         match self {
             ElemType::U8 => 1,
+            ElemType::F16 => 2,
             ElemType::I32 | ElemType::F32 => 4,
             ElemType::I64 | ElemType::F64 => 8,
         }
@@ -29,14 +33,15 @@ impl ElemType {
 
     /// Whether the type is a floating-point type.
     pub fn is_float(self) -> bool {
-        matches!(self, ElemType::F32 | ElemType::F64)
+        matches!(self, ElemType::F16 | ElemType::F32 | ElemType::F64)
     }
 
     /// All element types, for tests and enumeration.
-    pub const ALL: [ElemType; 5] = [
+    pub const ALL: [ElemType; 6] = [
         ElemType::U8,
         ElemType::I32,
         ElemType::I64,
+        ElemType::F16,
         ElemType::F32,
         ElemType::F64,
     ];

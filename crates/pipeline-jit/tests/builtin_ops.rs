@@ -3,6 +3,7 @@
 
 mod common;
 
+use pipeline_jit::half::{f16_from_f64, f16_to_f64};
 use pipeline_jit::ops::{
     Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, RandomTranslate, Scale, Squeeze,
     ToChw,
@@ -75,6 +76,83 @@ fn normalize_u8_to_f32_per_channel() {
         common::f32s(&both(&pf, &[0], &[10, 20, 30, 0, 255, 12])),
         out
     );
+}
+
+/// Binary16 bits of each element.
+fn f16s(bytes: &[u8]) -> Vec<u16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+        .collect()
+}
+
+#[test]
+fn normalize_u8_to_f16_rounds_once_from_f64() {
+    let norm = NormalizeImage {
+        mean: vec![123.675, 116.28, 103.53],
+        std: vec![58.395, 57.12, 57.375],
+        dtype: ElemType::F16,
+    };
+    let p = Pipeline::new(u8s(&[1, 2, 3])).then(norm.clone());
+    let input = [0, 128, 255, 7, 116, 200];
+    let out = f16s(&both(&p, &[0], &input));
+    // (0 - 123.675) / 58.395 = -2.1179...: binary16 -2.1171875 (0xc03c) is nearer than
+    // -2.119140625 (0xc03d); 1.0 and 0 are exact; the rest are pinned from the f64 values.
+    assert_eq!(out[0], 0xc03c);
+    let means = [123.675, 116.28, 103.53];
+    let stds = [58.395, 57.12, 57.375];
+    let expected: Vec<u16> = input
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| f16_from_f64((f64::from(v) - means[k % 3]) / stds[k % 3]))
+        .collect();
+    assert_eq!(out, expected);
+    // The arithmetic form (float input) rounds the same f64 once: identical bits.
+    let pf = Pipeline::new(u8s(&[1, 2, 3]))
+        .then(Convert(ElemType::F32))
+        .then(norm);
+    assert_eq!(f16s(&both(&pf, &[0], &input)), out);
+}
+
+/// FFCV's `NormalizeImage(mean, std, np.float16)` table with ImageNet's statistics, as
+/// NumPy 1.26 fills it (`np.zeros((256, 3), np.float16)[:] = (arange(256)[:, None] - mean)
+/// / std`, float64 rounded once): rows 0, 1, 77, 128, 200 and 255, printed by the reference
+/// environment. Both engines give these bits.
+#[test]
+fn normalize_to_f16_equals_ffcvs_numpy_table() {
+    let p = Pipeline::new(u8s(&[1, 6, 3])).then(NormalizeImage {
+        mean: vec![0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
+        std: vec![0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
+        dtype: ElemType::F16,
+    });
+    let rows: [u8; 6] = [0, 1, 77, 128, 200, 255];
+    let input: Vec<u8> = rows.iter().flat_map(|&v| [v; 3]).collect();
+    let numpy: [u16; 18] = [
+        0xc03c, 0xc012, 0xbf38, 0xc034, 0xc009, 0xbf26, 0xba65, 0xb980, 0xb766, 0x2cbd, 0x3291,
+        0x36d3, 0x3d3a, 0x3ddd, 0x3eba, 0x407f, 0x40db, 0x4148,
+    ];
+    assert_eq!(f16s(&both(&p, &[0], &input)), numpy);
+}
+
+#[test]
+fn f16_arithmetic_rounds_once_and_saturates_to_infinity() {
+    // 1 + 2^-11 is the tie between 1 and the next binary16: to even (1.0); 65520 (the tie
+    // above the largest finite, 65504) converts to infinity, which stays infinite.
+    let p = Pipeline::new(State::cpu([4], ElemType::F64))
+        .then(Convert(ElemType::F16))
+        .then(Scale {
+            mul: 1.0,
+            add: 1.0 / 2048.0,
+        });
+    let input: Vec<u8> = [1.0f64, 65504.0, -3.0, 65520.0]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let out = f16s(&both(&p, &[0], &input));
+    assert_eq!(out[0], 0x3c00, "1 + 2^-11 ties to even 1.0");
+    assert_eq!(out[1], 0x7bff, "65504 + 2^-11 stays 65504");
+    assert_eq!(f16_to_f64(out[2]), -3.0, "a quarter of an ulp rounds back");
+    assert_eq!(out[3], 0x7c00, "65520 is infinity");
 }
 
 #[test]
@@ -218,12 +296,14 @@ fn as_bytes(t: ElemType, v: f64) -> Vec<u8> {
         ElemType::U8 => vec![v as u8],
         ElemType::I32 => (v as i32).to_ne_bytes().to_vec(),
         ElemType::I64 => (v as i64).to_ne_bytes().to_vec(),
+        ElemType::F16 => f16_from_f64(v).to_ne_bytes().to_vec(),
         ElemType::F32 => (v as f32).to_ne_bytes().to_vec(),
         ElemType::F64 => v.to_ne_bytes().to_vec(),
     }
 }
 
-/// One element of type `from` (native-endian bytes) converted to `to` with Rust's `as`.
+/// One element of type `from` (native-endian bytes) converted to `to` with Rust's `as`
+/// (through `f64` with one rounding for `F16`).
 fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
     macro_rules! to {
         ($x:expr) => {
@@ -231,6 +311,7 @@ fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
                 ElemType::U8 => vec![$x as u8],
                 ElemType::I32 => ($x as i32).to_ne_bytes().to_vec(),
                 ElemType::I64 => ($x as i64).to_ne_bytes().to_vec(),
+                ElemType::F16 => f16_from_f64($x as f64).to_ne_bytes().to_vec(),
                 ElemType::F32 => ($x as f32).to_ne_bytes().to_vec(),
                 ElemType::F64 => ($x as f64).to_ne_bytes().to_vec(),
             }
@@ -240,6 +321,7 @@ fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
         ElemType::U8 => to!(b[0]),
         ElemType::I32 => to!(i32::from_ne_bytes(b.try_into().unwrap())),
         ElemType::I64 => to!(i64::from_ne_bytes(b.try_into().unwrap())),
+        ElemType::F16 => to!(f16_to_f64(u16::from_ne_bytes(b.try_into().unwrap()))),
         ElemType::F32 => to!(f32::from_ne_bytes(b.try_into().unwrap())),
         ElemType::F64 => to!(f64::from_ne_bytes(b.try_into().unwrap())),
     }

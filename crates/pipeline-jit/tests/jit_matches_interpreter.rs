@@ -100,7 +100,7 @@ fn rand_expr(g: &mut Gen, t: ElemType, input: &State, depth: u32) -> Expr {
             rand_expr(g, t, input, depth - 1),
         ),
         2 => {
-            let u = ElemType::ALL[g.below(5) as usize];
+            let u = ElemType::ALL[g.below(ElemType::ALL.len() as u64) as usize];
             rand_expr(g, u, input, depth - 1).cast(t)
         }
         _ => {
@@ -123,7 +123,7 @@ impl Operation for RandomIr {
     }
     fn lower(&self, input: &State) -> Result<Lowered, String> {
         let mut g = Gen(self.seed | 1);
-        let t = ElemType::ALL[g.below(5) as usize];
+        let t = ElemType::ALL[g.below(ElemType::ALL.len() as u64) as usize];
         let expr = rand_expr(&mut g, t, input, 3);
         Ok(Lowered::Expr(ExprKernel {
             output: State {
@@ -176,7 +176,9 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
         (0, 0, 0)
     };
     let candidates: Vec<Arc<dyn Operation>> = vec![
-        Arc::new(Convert(ElemType::ALL[g.below(5) as usize])),
+        Arc::new(Convert(
+            ElemType::ALL[g.below(ElemType::ALL.len() as u64) as usize],
+        )),
         Arc::new(RandomIr { seed: g.next() }),
         Arc::new(Clamp {
             lo: g.small().min(0.0),
@@ -198,11 +200,7 @@ fn pick(choice: u64, state: &State) -> Arc<dyn Operation> {
         all.push(Arc::new(ToChw));
         let mean: Vec<f64> = (0..c).map(|_| g.small()).collect();
         let std: Vec<f64> = (0..c).map(|_| 1.0 + g.below(100) as f64).collect();
-        let dtype = if g.below(2) == 0 {
-            ElemType::F32
-        } else {
-            ElemType::F64
-        };
+        let dtype = [ElemType::F16, ElemType::F32, ElemType::F64][g.below(3) as usize];
         all.push(Arc::new(NormalizeImage { mean, std, dtype }));
         if h.min(w) > 1 {
             let size = 1 + g.below(h.min(w) as u64 - 1) as usize;
@@ -294,4 +292,60 @@ fn cancelling_huge_index_offsets_read_the_right_element() {
     assert_eq!(p.plan().unwrap().segments().len(), 1);
     assert_eq!(common::run(&p, false, 1, &ids, &input, 0, 0), expected);
     assert_eq!(common::run(&p, true, 1, &ids, &input, 0, 0), expected);
+}
+
+/// The generated binary16 conversions equal the interpreter's (and the reference
+/// functions) on every binary16 bit pattern, and on every midpoint between neighbours
+/// and the values just off it, both signs, plus random doubles of every magnitude.
+#[test]
+fn f16_conversions_agree_on_every_bit_pattern_and_midpoint() {
+    use pipeline_jit::half::{f16_from_f64, f16_to_f64};
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let input: Vec<u8> = all.iter().flat_map(|h| h.to_ne_bytes()).collect();
+    for to in [ElemType::F64, ElemType::F32, ElemType::I32, ElemType::U8] {
+        let p = Pipeline::new(State::cpu([all.len()], ElemType::F16)).then(Convert(to));
+        let jit = common::run(&p, true, 1, &[0], &input, 0, 0);
+        assert_eq!(
+            jit,
+            common::run(&p, false, 1, &[0], &input, 0, 0),
+            "F16 -> {to:?}"
+        );
+        if to == ElemType::F64 {
+            for (h, b) in all.iter().zip(jit.chunks_exact(8)) {
+                let got = f64::from_ne_bytes(b.try_into().unwrap());
+                assert_eq!(got.to_bits(), f16_to_f64(*h).to_bits(), "{h:#06x}");
+            }
+        }
+    }
+
+    let mut doubles = Vec::new();
+    for h in 0..0x7bffu16 {
+        for sign in [0u16, 0x8000] {
+            let (x, y) = (f16_to_f64(h | sign), f16_to_f64((h + 1) | sign));
+            let mid = (x + y) / 2.0;
+            let step = (y - x) / 1024.0;
+            doubles.extend([x, mid, mid - step, mid + step]);
+        }
+    }
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    doubles.extend((0..20_000).map(|_| f64::from_bits(g.next())));
+    doubles.extend([
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        65520.0,
+        1e-30,
+        -0.0,
+    ]);
+    let input: Vec<u8> = doubles.iter().flat_map(|d| d.to_ne_bytes()).collect();
+    let p = Pipeline::new(State::cpu([doubles.len()], ElemType::F64)).then(Convert(ElemType::F16));
+    let jit = common::run(&p, true, 1, &[0], &input, 0, 0);
+    assert_eq!(
+        jit,
+        common::run(&p, false, 1, &[0], &input, 0, 0),
+        "F64 -> F16"
+    );
+    for (d, b) in doubles.iter().zip(jit.chunks_exact(2)) {
+        assert_eq!(u16::from_ne_bytes([b[0], b[1]]), f16_from_f64(*d), "{d:e}");
+    }
 }

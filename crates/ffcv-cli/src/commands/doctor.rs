@@ -536,6 +536,19 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             }
         });
 
+    let cpu_normalizing: Vec<String> = args
+        .transforms
+        .iter()
+        .filter(|t| t.ops.iter().any(|op| op.name() == "NormalizeImage"))
+        .map(|t| t.field.clone())
+        .collect();
+    let device_advice = rules::normalize_on_device(
+        machine.gpus,
+        diagnosis
+            .as_ref()
+            .is_some_and(|d| d.resource == diagnose::Resource::Cpu),
+        &cpu_normalizing,
+    );
     let report = Report {
         args,
         file: &file,
@@ -544,6 +557,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         start,
         tuning: tuning.as_ref(),
         diagnosis: diagnosis.as_ref(),
+        device_advice: device_advice.as_ref(),
     };
     let text = if args.json {
         format!("{}\n", report.to_json())
@@ -584,6 +598,8 @@ struct Report<'a> {
     start: Knobs,
     tuning: Option<&'a Tuning>,
     diagnosis: Option<&'a diagnose::Diagnosis>,
+    /// The device rule's advice, when it fired ([`rules::normalize_on_device`]).
+    device_advice: Option<&'a rules::Fired>,
 }
 
 impl Report<'_> {
@@ -664,6 +680,7 @@ impl Report<'_> {
             "skipped_trials": self.tuning.map(tune::Tuning::skipped),
             "tuned_for": self.tuning.and_then(|t| t.resource).map(diagnose::Resource::name),
             "diagnosis": self.diagnosis.map(diagnose::Diagnosis::to_json),
+            "device_advice": self.device_advice.map(|f| json!({"id": f.id, "because": f.because})),
             "recommended": self.recommended().map(Knobs::to_json),
             "recommended_seed": self.recommendation.seed.or(self.args.seed),
             "command": self.command(),
@@ -788,6 +805,9 @@ impl Report<'_> {
                 let _ = writeln!(t, "  - {line}");
             }
             let _ = writeln!(t, "  => {}", d.resource.advice());
+            if let Some(f) = self.device_advice {
+                let _ = writeln!(t, "  => {} ({})", f.because, f.id);
+            }
         } else if self.tuning.is_some() {
             let _ = writeln!(
                 t,

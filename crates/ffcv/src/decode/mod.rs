@@ -74,7 +74,7 @@ pub struct DecoderOutput {
     pub dtype: NumpyDtype,
     /// The pipeline state the transforms after the decoder see. It describes the same
     /// bytes as `shape` and `dtype`; for element types pipeline-jit has no name for
-    /// (int16, float16, big-endian...) it is `U8` with the item size as a last axis.
+    /// (int16, big-endian...) it is `U8` with the item size as a last axis.
     pub state: State,
     /// What the output holds.
     pub kind: OutputKind,
@@ -127,6 +127,7 @@ pub fn pipeline_dtype(dtype: &NumpyDtype) -> Option<ElemType> {
         (NumpyKind::UInt, 1) => Some(ElemType::U8),
         (NumpyKind::Int, 4) => Some(ElemType::I32),
         (NumpyKind::Int, 8) => Some(ElemType::I64),
+        (NumpyKind::Float, 2) => Some(ElemType::F16),
         (NumpyKind::Float, 4) => Some(ElemType::F32),
         (NumpyKind::Float, 8) => Some(ElemType::F64),
         _ => None,
@@ -140,6 +141,7 @@ pub fn numpy_dtype(dtype: ElemType) -> NumpyDtype {
         ElemType::U8 => (NumpyKind::UInt, 1),
         ElemType::I32 => (NumpyKind::Int, 4),
         ElemType::I64 => (NumpyKind::Int, 8),
+        ElemType::F16 => (NumpyKind::Float, 2),
         ElemType::F32 => (NumpyKind::Float, 4),
         ElemType::F64 => (NumpyKind::Float, 8),
     };

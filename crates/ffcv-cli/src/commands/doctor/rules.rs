@@ -272,6 +272,46 @@ pub fn recommend(situation: &Situation) -> Recommendation {
     }
 }
 
+/// Id of [`normalize_on_device`]'s rule.
+pub const NORMALIZE_ON_DEVICE: &str = "normalize-on-device";
+
+/// The device rule: with a GPU present and the CPU the scarce resource (the measured
+/// diagnosis), a `NormalizeImage` run by the CPU workers is moved to the device, behind
+/// `ToDevice`, as FFCV's ImageNet configuration does (`ToDevice` before `NormalizeImage`):
+/// the workers then only decode, crop and flip, the batch crosses the link as `uint8` (a
+/// quarter of float32's bytes), and the GPU normalizes it in a fused kernel.
+///
+/// `cpu_normalizing` names the fields whose CPU transforms normalize. `None` when the rule
+/// does not apply.
+pub fn normalize_on_device(
+    gpus: usize,
+    cpu_scarce: bool,
+    cpu_normalizing: &[String],
+) -> Option<Fired> {
+    if gpus == 0 || !cpu_scarce || cpu_normalizing.is_empty() {
+        return None;
+    }
+    let fields = cpu_normalizing
+        .iter()
+        .map(|f| format!("`{f}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let gpus = if gpus == 1 {
+        "a GPU is present".to_owned()
+    } else {
+        format!("{gpus} GPUs are present")
+    };
+    Some(Fired {
+        id: NORMALIZE_ON_DEVICE,
+        because: format!(
+            "the CPU is the scarce resource, {gpus}, and {fields} normalize(s) on the CPU: \
+             move normalize to the device (ToDevice before NormalizeImage, as FFCV's ImageNet \
+             configuration does; in Rust `ffcv::gpu::ToDevice::normalize`), so the workers \
+             stop at uint8 and the copies carry a quarter of float32's bytes"
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,5 +458,40 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(3 << 20), "3.0 MiB");
         assert_eq!(human_bytes(u64::MAX), "16777216.0 TiB");
+    }
+
+    #[test]
+    fn normalize_moves_to_the_device_only_with_a_gpu_a_scarce_cpu_and_a_cpu_normalize() {
+        let image = vec!["image".to_owned()];
+        let fired = normalize_on_device(1, true, &image).expect("all three hold");
+        assert_eq!(fired.id, NORMALIZE_ON_DEVICE);
+        assert!(
+            fired.because.contains("ToDevice before NormalizeImage"),
+            "{}",
+            fired.because
+        );
+        assert!(fired.because.contains("`image`"), "{}", fired.because);
+        assert!(
+            fired.because.contains("a GPU is present"),
+            "{}",
+            fired.because
+        );
+        assert!(
+            normalize_on_device(4, true, &image)
+                .unwrap()
+                .because
+                .contains("4 GPUs are present")
+        );
+        assert_eq!(normalize_on_device(0, true, &image), None, "no GPU");
+        assert_eq!(
+            normalize_on_device(1, false, &image),
+            None,
+            "the CPU is not scarce"
+        );
+        assert_eq!(
+            normalize_on_device(1, true, &[]),
+            None,
+            "nothing normalizes on the CPU"
+        );
     }
 }
