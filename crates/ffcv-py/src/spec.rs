@@ -66,14 +66,15 @@ fn range(
 pub fn dtype(op: &str, name: &str) -> PyResult<ElemType> {
     Ok(match name {
         "uint8" | "u1" | "|u1" => ElemType::U8,
+        "float16" | "f2" | "<f2" => ElemType::F16,
         "int32" | "i4" | "<i4" => ElemType::I32,
         "int64" | "i8" | "<i8" => ElemType::I64,
         "float32" | "f4" | "<f4" => ElemType::F32,
         "float64" | "f8" | "<f8" => ElemType::F64,
         other => {
             return Err(PyValueError::new_err(format!(
-                "{op}: dtype {other:?} is not supported here (uint8, int32, int64, float32, \
-                 float64)"
+                "{op}: dtype {other:?} is not supported here (uint8, int32, int64, float16, \
+                 float32, float64)"
             )));
         }
     })
@@ -145,7 +146,7 @@ fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyRe
             }
             let t: String = param(name, params, "dtype", Some("float32".into()))?;
             let dt = dtype(name, &t)?;
-            if !matches!(dt, ElemType::F32 | ElemType::F64) {
+            if !matches!(dt, ElemType::F16 | ElemType::F32 | ElemType::F64) {
                 return Err(PyValueError::new_err(format!(
                     "{name}: type {t:?} must be a float type"
                 )));

@@ -148,3 +148,25 @@ def test_bytes_outputs_have_lengths_and_zero_padding():
     assert lengths.tolist() == [exp[i]["len"] for i in range(7)]
     ids = np.asarray(blob.base.sample_ids())
     assert ids.tolist() == list(range(7))
+
+
+def test_float16_normalize_is_ffcvs_table_in_the_slot_memory():
+    # FFCV's NormalizeImage builds a float64 table and rounds it once to float16; the loader
+    # now computes float16 itself, so the batch is a view of the slot, not a converted copy.
+    from ffcv_rs.fields.decoders import SimpleRGBImageDecoder
+    from ffcv_rs.transforms import NormalizeImage
+    mean = np.array([0.485, 0.456, 0.406]) * 255
+    std = np.array([0.229, 0.224, 0.225]) * 255
+    kw = dict(batch_size=4, num_workers=2, order=OrderOption.SEQUENTIAL)
+    normalized = Loader(fixture("images_raw"), pipelines={
+        "image": [SimpleRGBImageDecoder(), NormalizeImage(mean, std, np.float16)],
+        "label": None, "index": None}, **kw)
+    raw = Loader(fixture("images_raw"), pipelines={
+        "image": [SimpleRGBImageDecoder()], "label": None, "index": None}, **kw)
+    n = 0
+    for (got,), (pixels,) in zip(normalized, raw):
+        assert got.dtype == np.float16 and isinstance(got.base, _native.BatchOutput)
+        want = ((pixels.astype(np.float64) - mean) / std).astype(np.float16)
+        assert np.array_equal(got, want)
+        n += 1
+    assert n == len(raw) > 0

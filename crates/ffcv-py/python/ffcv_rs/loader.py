@@ -69,9 +69,7 @@ class _Plan:
         else:
             x = np.asarray(view)
         for kind, arg in self.post:
-            if kind == "half":
-                x = x.half() if hasattr(x, "half") else x.astype(np.float16)
-            elif kind == "permute":
+            if kind == "permute":
                 x = x.permute(0, 3, 1, 2) if hasattr(x, "permute") else np.transpose(x, (0, 3, 1, 2))
             elif kind == "device":
                 device, non_blocking = arg
@@ -108,7 +106,6 @@ def _plan(field: str, pipeline: Sequence[Any]) -> _Plan:
     if not isinstance(decoder, Decoder):
         raise TypeError(f"pipeline of field {field!r} must start with a decoder, not {decoder!r}")
     plan.native.append((decoder._native_name, decoder._native_params()))
-    half = False
     seen_callable = False
     for op in pipeline[1:]:
         if isinstance(op, type) and issubclass(op, Operation):
@@ -132,8 +129,6 @@ def _plan(field: str, pipeline: Sequence[Any]) -> _Plan:
                     f"field {field!r}: {op!r} cannot follow ToTorchImage(channels_last=False)"
                 )
             plan.native.append((op._native_name, op._native_params()))
-            if isinstance(op, NormalizeImage):
-                half = op.type == "float16"
         elif isinstance(op, Squeeze):
             plan.post.append(("squeeze", op.dims))
         elif isinstance(op, Convert):
@@ -150,8 +145,6 @@ def _plan(field: str, pipeline: Sequence[Any]) -> _Plan:
             raise TypeError(f"field {field!r}: {op!r} is neither a transform nor callable")
     if plan.chw:
         plan.native.append(("ToCHW", {}))
-    if half:
-        plan.post.insert(0, ("half", None))
     return plan
 
 

@@ -83,8 +83,8 @@ def _dtype_name(t: Any) -> str:
 
 class NormalizeImage(Operation):
     """``(x - mean[c]) / std[c]`` per channel of ``[H, W, 3]`` images, as ``type``
-    (float16, float32 or float64). float16 is computed in float32 by the loader and
-    rounded to float16 on the consumer's thread (a copy)."""
+    (float16, float32 or float64), each computed in float64 and rounded once, as FFCV's
+    lookup table is."""
 
     _native_name = "NormalizeImage"
 
@@ -98,8 +98,7 @@ class NormalizeImage(Operation):
             raise ValueError(f"NormalizeImage: type {self.type} is not a float type")
 
     def _native_params(self) -> Dict[str, Any]:
-        native = "float32" if self.type == "float16" else self.type
-        return {"mean": self.mean, "std": self.std, "dtype": native}
+        return {"mean": self.mean, "std": self.std, "dtype": self.type}
 
 
 class RandomHorizontalFlip(Operation):
