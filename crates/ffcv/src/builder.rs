@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use beton_io::Reader;
-use page_cache::{CacheConfig, PageCache};
+use page_cache::{CachePolicy, OsConfig, PageCache, ProcessConfig};
 use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, TraversalOrder};
 
 use crate::batch::OutputInfo;
@@ -93,7 +93,11 @@ pub struct LoaderBuilder {
     batches_ahead: usize,
     recompile: bool,
     compile: bool,
-    cache: CacheConfig,
+    /// FFCV's `os_cache`: which of the two configurations below the loader uses. Both
+    /// are kept, so that a process-cache knob given before `os_cache(false)` counts.
+    os_cache: bool,
+    os: OsConfig,
+    process: ProcessConfig,
     allocator: Arc<dyn SlotAllocator>,
     stage: Option<Arc<dyn SlotStage>>,
     to_device: Option<crate::gpu::ToDevice>,
@@ -113,7 +117,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("seed", &self.seed)
             .field("drop_last", &self.drop_last)
             .field("batches_ahead", &self.batches_ahead)
-            .field("cache", &self.cache)
+            .field("cache", &self.cache_policy_in_use())
             .finish_non_exhaustive()
     }
 }
@@ -137,7 +141,9 @@ impl LoaderBuilder {
             batches_ahead: 3,
             recompile: false,
             compile: true,
-            cache: CacheConfig::default(),
+            os_cache: true,
+            os: OsConfig::default(),
+            process: ProcessConfig::default(),
             allocator: Arc::new(HeapAllocator),
             stage: None,
             to_device: None,
@@ -196,9 +202,10 @@ impl LoaderBuilder {
         self
     }
 
-    /// `true` (default): read through the OS page cache; `false`: the process cache.
+    /// `true` (default): read through the OS page cache; `false`: the process cache
+    /// (FFCV's knob; [`LoaderBuilder::cache_policy`] sets a cache with all its knobs).
     pub fn os_cache(mut self, os_cache: bool) -> Self {
-        self.cache.os_cache = os_cache;
+        self.os_cache = os_cache;
         self
     }
 
@@ -289,26 +296,26 @@ impl LoaderBuilder {
 
     /// Process cache: batches ahead at which a page may be fetched (default 3).
     pub fn prefetch_ahead(mut self, batches: usize) -> Self {
-        self.cache.prefetch_ahead = batches;
+        self.process.prefetch_ahead = batches;
         self
     }
 
     /// Process cache: page-reader threads (default 12).
     pub fn reader_threads(mut self, threads: usize) -> Self {
-        self.cache.reader_threads = threads;
+        self.process.reader_threads = threads;
         self
     }
 
     /// Process cache: read pages with `O_DIRECT` (default `false`).
     pub fn direct_io(mut self, direct_io: bool) -> Self {
-        self.cache.direct_io = direct_io;
+        self.process.direct_io = direct_io;
         self
     }
 
     /// Process cache: most bytes of page slots an epoch may use (default: the OS's
     /// available memory).
     pub fn max_memory(mut self, bytes: u64) -> Self {
-        self.cache.max_memory = Some(bytes);
+        self.process.max_memory = Some(bytes);
         self
     }
 
@@ -316,7 +323,7 @@ impl LoaderBuilder {
     /// instead of reading them again (default `true`; `false` re-reads every page each
     /// epoch, as FFCV does).
     pub fn retain_pages(mut self, retain: bool) -> Self {
-        self.cache.retain_pages = retain;
+        self.process.retain_pages = retain;
         self
     }
 
@@ -324,7 +331,7 @@ impl LoaderBuilder {
     /// the first read nothing (default `false`: it costs slot memory for the whole
     /// dataset; an epoch over the memory budget uses the ordinary schedule instead).
     pub fn hold_all_pages(mut self, hold: bool) -> Self {
-        self.cache.hold_all_pages = hold;
+        self.process.hold_all_pages = hold;
         self
     }
 
@@ -338,10 +345,30 @@ impl LoaderBuilder {
         self
     }
 
-    /// Every page-cache knob at once.
-    pub fn cache_config(mut self, config: CacheConfig) -> Self {
-        self.cache = config;
+    /// The cache and all its knobs at once ([`CachePolicy::Os`] with its `madvise`
+    /// policy, or [`CachePolicy::Process`] with every process-cache knob); the same as
+    /// [`LoaderBuilder::os_cache`] plus that cache's knobs.
+    pub fn cache_policy(mut self, policy: CachePolicy) -> Self {
+        match policy {
+            CachePolicy::Os(config) => {
+                self.os_cache = true;
+                self.os = config;
+            }
+            CachePolicy::Process(config) => {
+                self.os_cache = false;
+                self.process = config;
+            }
+        }
         self
+    }
+
+    /// The cache the loader will use, with its knobs.
+    pub fn cache_policy_in_use(&self) -> CachePolicy {
+        if self.os_cache {
+            CachePolicy::Os(self.os)
+        } else {
+            CachePolicy::Process(self.process.clone())
+        }
     }
 
     /// Where slot buffers come from (default: 64-byte aligned heap memory). A GPU stage
@@ -395,7 +422,7 @@ impl LoaderBuilder {
         if fields.is_empty() {
             return Err(self.config_error("every field is disabled: a batch would be empty"));
         }
-        let cache = PageCache::new(Arc::clone(&reader), &self.cache)?;
+        let cache = PageCache::new(Arc::clone(&reader), &self.cache_policy_in_use())?;
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
         let (slots, gpu) = self.slot_pool(&outputs, knobs.batch_size, seed)?;
         crate::run_state::slot_sizes(&path, &outputs, knobs.batch_size)?;
@@ -427,7 +454,7 @@ impl LoaderBuilder {
             counters: Counters::default(),
             live_producers: Arc::new(AtomicUsize::new(0)),
             resume,
-            prefetch_ahead: self.cache.prefetch_ahead,
+            prefetch_ahead: self.process.prefetch_ahead,
         };
         let resume = self.resume.clone();
         Ok(Built {
@@ -481,7 +508,7 @@ impl LoaderBuilder {
         if self.quasi_buffer_pages == Some(0) {
             return Err(self.config_error("quasi_buffer_pages must be at least 1"));
         }
-        if !self.cache.os_cache && self.cache.reader_threads == 0 {
+        if !self.os_cache && self.process.reader_threads == 0 {
             return Err(self.config_error("reader_threads must be at least 1"));
         }
         Ok(Knobs {
@@ -660,10 +687,14 @@ impl LoaderBuilder {
             return Ok(state.buffer_pages());
         }
         let ffcv_pages = traversal::default_buffer_pages(batch_size);
-        if self.cache.os_cache {
+        if self.os_cache {
             return Ok(ffcv_pages);
         }
-        let Some(budget) = self.cache.max_memory.or_else(page_cache::available_memory) else {
+        let Some(budget) = self
+            .process
+            .max_memory
+            .or_else(page_cache::available_memory)
+        else {
             return Ok(ffcv_pages);
         };
         let plan = crate::quasi_buffer::QuasiPlan {
@@ -674,7 +705,7 @@ impl LoaderBuilder {
             distributed,
             batch_size,
             drop_last: self.drop_last,
-            prefetch_ahead: self.cache.prefetch_ahead,
+            prefetch_ahead: self.process.prefetch_ahead,
         };
         let sizing = plan.size_buffer(budget)?;
         if !sizing.fits {
