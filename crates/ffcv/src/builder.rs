@@ -743,6 +743,8 @@ fn draw_seed() -> u64 {
     h.finish() & 0xFFFF_FFFF
 }
 
+/// Step 7: a runner for every enabled field (its pipeline, or its decoder choice, or its
+/// type's default decoder), declared and planned or compiled on the worker pool.
 fn plan_fields(
     reader: &Reader,
     b: &LoaderBuilder,
