@@ -12,16 +12,8 @@ pub const ALLOWED: &[(&str, &str)] = &[
         "the whole validation of a file's structure, one pass in file order",
     ),
     (
-        "crates/ffcv/src/epoch.rs",
-        "the epoch iterator and its producer; to be split by role (issue 14)",
-    ),
-    (
         "crates/ffcv/src/gpu.rs",
         "ToDevice: the GPU stage of the loader, its configuration and its batch type",
-    ),
-    (
-        "crates/ffcv/src/loader.rs",
-        "the builder and the run state; to be split by role (issue 14)",
     ),
     (
         "crates/ffcv-cli/src/commands/doctor.rs",

@@ -9,6 +9,7 @@
 mod gpu_bundle;
 mod layering;
 mod long_files;
+mod module_cycles;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -27,7 +28,8 @@ tasks:
                       target/gpu-bundle/ with a run.sh for a GPU host
   tidy                only the tidy checks: every .rs file opens with a `//!` line and has
                       at most 800 lines (or a reason in xtask/src/long_files.rs); no crate
-                      depends on one of its own or a higher layer (docs/ARCHITECTURE.md)
+                      depends on one of its own or a higher layer (docs/ARCHITECTURE.md);
+                      the facade's modules import each other in no cycle
   help                this text";
 
 fn main() -> ExitCode {
@@ -87,7 +89,7 @@ fn verify(root: &Path, args: &[String]) -> Result<(), String> {
 /// The steps of `verify`, in order; the first failure ends the run.
 fn verify_steps(root: &Path) -> Result<(), String> {
     step(
-        "tidy: `//!` file headers, file lengths, crate layering",
+        "tidy: `//!` file headers, file lengths, crate layering, facade module cycles",
         || tidy(root),
     )?;
     let cargo_steps: [(&str, &[&str]); 4] = [
@@ -227,7 +229,8 @@ fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
 
 /// The tidy checks: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
 /// with a `//!` line saying what the file holds (rust-analyzer's habit) and stays within
-/// [`long_files::MAX_LINES`] unless allowed; then the crate layering ([`layering`]).
+/// [`long_files::MAX_LINES`] unless allowed; then the crate layering ([`layering`]) and
+/// the facade's module graph ([`module_cycles`]).
 fn tidy(root: &Path) -> Result<(), String> {
     let mut files = Vec::new();
     for dir in ["crates", "xtask", "tests", "fuzz"] {
@@ -267,7 +270,8 @@ fn tidy(root: &Path) -> Result<(), String> {
         ));
     }
     eprintln!("    {} files checked", files.len());
-    layering::check(root)
+    layering::check(root)?;
+    module_cycles::check(root)
 }
 
 /// True when the first line of `text` is a `//!` inner doc comment.

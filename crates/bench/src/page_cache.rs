@@ -36,7 +36,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use beton_io::{DatasetWriter, FieldMetadata, FieldSpec, FieldType, FieldValue, Reader};
-use page_cache::{Advice, CacheConfig, CacheStats, EpochContext, OsAdvice, PageCache};
+use page_cache::{
+    Advice, CachePolicy, CacheStats, EpochContext, OsAdvice, OsConfig, PageCache, ProcessConfig,
+};
 use rayon::prelude::*;
 use serde_json::json;
 use traversal::{QuasiRandom, Random, SamplePages, TraversalOrder, default_buffer_pages};
@@ -258,41 +260,35 @@ fn warm_rows(
     let plan = Plan::new(&reader, spec)?;
     // (row prefix, configuration); the first is the OS cache every ratio refers to.
     let variants = [
-        ("os", "os_cache", CacheConfig::default()),
+        ("os", "os_cache", CachePolicy::default()),
         (
             "process",
             "process cache (prefetch 3, 12 readers, pages copied)",
-            CacheConfig {
-                os_cache: false,
-                ..CacheConfig::default()
-            },
+            CachePolicy::Process(ProcessConfig::default()),
         ),
         (
             "process-cpu-readers",
             "process cache (prefetch 3, one reader per CPU, pages copied)",
-            CacheConfig {
-                os_cache: false,
+            CachePolicy::Process(ProcessConfig {
                 reader_threads: threads,
-                ..CacheConfig::default()
-            },
+                ..ProcessConfig::default()
+            }),
         ),
         (
             "process-held",
             "process cache (prefetch 3, 12 readers, pages copied, a slot per page: hold_all_pages)",
-            CacheConfig {
-                os_cache: false,
+            CachePolicy::Process(ProcessConfig {
                 hold_all_pages: true,
-                ..CacheConfig::default()
-            },
+                ..ProcessConfig::default()
+            }),
         ),
         (
             "process-mapped",
             "process cache (prefetch 3, 12 readers, pages mapped: map_pages)",
-            CacheConfig {
-                os_cache: false,
+            CachePolicy::Process(ProcessConfig {
                 map_pages: true,
-                ..CacheConfig::default()
-            },
+                ..ProcessConfig::default()
+            }),
         ),
     ];
     let mut out = vec![0u8; spec.batch_size * spec.sample_bytes];
@@ -411,10 +407,7 @@ fn cold_os_rows(path: &Path, spec: &Spec, pool: &rayon::ThreadPool) -> Result<Ve
                 limit
             };
             let order: Vec<u64> = plan.orders[o][1].iter().copied().take(limit).collect();
-            let config = CacheConfig {
-                os_advice: advice,
-                ..CacheConfig::default()
-            };
+            let config = CachePolicy::Os(OsConfig { advice });
             let cache = PageCache::new(Arc::clone(&reader), &config).map_err(|e| e.to_string())?;
             let chosen = match &cache {
                 PageCache::Os(c) => format!("{:?}", c.advice_for(&plan.batches(&order))),
@@ -465,12 +458,11 @@ fn cold_process_rows(
         page_cache::evict_from_os_cache(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let reader = Arc::new(Reader::open(path).map_err(|e| e.to_string())?);
         let plan = Plan::new(&reader, spec)?;
-        let config = CacheConfig {
-            os_cache: false,
+        let config = CachePolicy::Process(ProcessConfig {
             direct_io,
             map_pages,
-            ..CacheConfig::default()
-        };
+            ..ProcessConfig::default()
+        });
         let cache = PageCache::new(Arc::clone(&reader), &config).map_err(|e| e.to_string())?;
         let fallback = match &cache {
             PageCache::Process(c) => c.direct_io_fallback().map(str::to_owned),

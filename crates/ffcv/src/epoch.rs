@@ -1,5 +1,5 @@
-//! One epoch: the producer thread (order → batches → page schedule → pipelines → queue)
-//! and the iterator the consumer holds.
+//! One epoch: the iterator the consumer holds and the producer thread's loop (order →
+//! batches → page schedule → per-batch fill (`batch_fill.rs`) → slot stage → queue).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -10,20 +10,11 @@ use std::time::Instant;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use beton_io::ExtentRule;
-use page_cache::EpochContext;
-use rayon::prelude::*;
-
 use crate::batch::{Batch, OutputInfo};
-use crate::batch_slots::{OutputBuffer, Slot, SlotOutput};
-use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
-use crate::decode::{CopyRule, SampleInput};
+use crate::batch_fill::BatchFill;
+use crate::batch_slots::SlotOutput;
 use crate::error::{Error, Result};
-use crate::loader::Loader;
-use crate::run_state::{FieldRunner, Shared, lock};
-
-/// Samples per gather task: enough to amortise scheduling, small enough to balance.
-const GATHER_CHUNK: usize = 64;
+use crate::run_state::{Shared, lock, slot_sizes};
 
 /// The batches of one epoch. Yields `Ok(batch)` in order, or one `Err` that ends the epoch.
 /// Dropping it stops the producer and the page readers and joins them.
@@ -41,7 +32,10 @@ pub struct EpochIter<'a> {
     skipped: usize,
     earlier: Vec<crate::resume::StintRecord>,
     done: bool,
-    _loader: PhantomData<&'a mut Loader>,
+    /// The borrow of the loader that started the epoch ([`crate::Loader::iter`] ties `'a`
+    /// to it), so that a second epoch cannot start while this one runs; the iterator
+    /// itself only needs the run state.
+    _loader: PhantomData<&'a mut ()>,
 }
 
 impl std::fmt::Debug for EpochIter<'_> {
@@ -161,10 +155,10 @@ impl<'a> EpochIter<'a> {
     pub fn state(&self) -> crate::resume::LoaderState {
         let consumed = self.skipped + self.yielded;
         if consumed >= self.skipped + self.num_batches {
-            return crate::resume::state_at(&self.shared, self.epoch + 1, &[], None);
+            return crate::resume::state_at(&self.shared.resume_facts(), self.epoch + 1, &[], None);
         }
         crate::resume::state_at(
-            &self.shared,
+            &self.shared.resume_facts(),
             self.epoch,
             &self.earlier,
             Some(consumed as u64),
@@ -284,21 +278,7 @@ fn produce(
         .cache
         .schedule_epoch(batches)
         .map_err(|e| crate::quasi_buffer::with_budget_fix(shared, e))?;
-    let plans: Vec<FieldPlan> = fields
-        .iter()
-        .map(|f| FieldPlan::of(&shared.reader, f))
-        .collect();
-    // Records only for the fields that run through their executor.
-    let mut records: Vec<Vec<u8>> = plans
-        .iter()
-        .map(|p| {
-            if p.copy.is_some() {
-                Vec::new()
-            } else {
-                vec![0u8; bs * RECORD_BYTES]
-            }
-        })
-        .collect();
+    let mut batch_fill = BatchFill::new(&shared.reader, &fields, bs);
     let c = &shared.counters;
 
     for (b, ids) in batches.iter().enumerate() {
@@ -315,19 +295,8 @@ fn produce(
             source,
         })?;
         let t = Instant::now();
-        let filled =
-            tracing::debug_span!("fill", epoch, batch = b, samples = ids.len()).in_scope(|| {
-                fill(
-                    shared,
-                    &fields,
-                    &plans,
-                    &ctx,
-                    epoch,
-                    ids,
-                    &mut records,
-                    &mut slot,
-                )
-            });
+        let filled = tracing::debug_span!("fill", epoch, batch = b, samples = ids.len())
+            .in_scope(|| batch_fill.fill(shared, &fields, &ctx, epoch, ids, &mut slot));
         if let Err(e) = filled {
             // Rows may hold bytes the dirty marks do not know about.
             slot.outputs.iter_mut().for_each(|o| o.dirty.clear());
@@ -390,419 +359,4 @@ fn produce(
         c.wait_slot_ns.fetch_add(nanos(t), Ordering::Relaxed);
     }
     Ok(())
-}
-
-/// Bytes of each output buffer of a slot, checked against overflow.
-pub(crate) fn slot_sizes(
-    path: &std::path::Path,
-    outputs: &[OutputInfo],
-    batch_size: usize,
-) -> Result<Vec<usize>> {
-    outputs
-        .iter()
-        .map(|o| {
-            o.row_bytes
-                .checked_mul(batch_size)
-                .ok_or_else(|| Error::Config {
-                    path: path.to_owned(),
-                    reason: format!(
-                        "output {:?}: {} samples of {} bytes exceed the address space",
-                        o.name, batch_size, o.row_bytes
-                    ),
-                })
-        })
-        .collect()
-}
-
-/// How one field of a batch is filled; worked out once per epoch so that the per-sample
-/// loop only reads numbers.
-#[derive(Debug, Clone, Copy)]
-struct FieldPlan {
-    /// `Some` when the pipeline is a copying decoder alone: the rows are copied straight
-    /// into the slot, without records or a kernel call per sample.
-    copy: Option<CopyRule>,
-    /// Where the stored bytes are (beton-io's rule for the field's type or handler).
-    extent: ExtentRule,
-    /// The field's metadata bytes inside a metadata row.
-    meta_start: usize,
-    meta_len: usize,
-    row_bytes: usize,
-    /// Int and Float count 8 payload bytes per sample (their value), others their data.
-    scalar: bool,
-    lengths: bool,
-}
-
-impl FieldPlan {
-    fn of(reader: &beton_io::Reader, f: &FieldRunner) -> FieldPlan {
-        let field = &reader.fields()[f.field];
-        let extent = reader.extent_rule(f.field);
-        let copy = if f.spec.transforms.is_empty() {
-            f.spec.decoder.copy_rule()
-        } else {
-            None
-        };
-        FieldPlan {
-            copy,
-            extent,
-            meta_start: field.metadata_offset as usize,
-            meta_len: field.metadata_itemsize as usize,
-            row_bytes: f.output.row_bytes,
-            scalar: f.field_type.value_in_metadata(),
-            lengths: f.output.kind.has_lengths(),
-        }
-    }
-}
-
-/// Samples per fill task: about 256 KiB of output rows (enough to amortise scheduling,
-/// small enough to balance), at most [`GATHER_CHUNK`], and at least four tasks per
-/// worker when the batch allows.
-fn chunk_samples(plans: &[FieldPlan], n: usize, workers: usize) -> usize {
-    let row: usize = plans
-        .iter()
-        .map(|p| {
-            if p.copy.is_some() {
-                p.row_bytes
-            } else {
-                RECORD_BYTES
-            }
-        })
-        .sum();
-    let by_bytes = (256 * 1024 / row.max(1)).clamp(1, GATHER_CHUNK);
-    let by_tasks = n.div_ceil(4 * workers.max(1)).max(1);
-    by_bytes.min(by_tasks)
-}
-
-/// One field's part of a fill task.
-struct Dest<'a> {
-    /// Output rows (copied fields) or records (fields run by their executor).
-    rows: &'a mut [u8],
-    lengths: Option<&'a mut [u64]>,
-    /// The slot's dirty marks of these rows (padded copies only).
-    dirty: Option<&'a mut [u64]>,
-}
-
-/// Fills the slot for batch `ids`: copied fields straight into their rows, other fields
-/// as records then through their pipelines; and the slot's lengths and sample ids.
-#[allow(clippy::too_many_arguments)]
-fn fill(
-    shared: &Shared,
-    fields: &[FieldRunner],
-    plans: &[FieldPlan],
-    ctx: &EpochContext,
-    epoch: u64,
-    ids: &[u64],
-    records: &mut [Vec<u8>],
-    slot: &mut Slot,
-) -> Result<()> {
-    let n = ids.len();
-    let chunk = chunk_samples(plans, n, shared.pool.current_num_threads());
-    for (out, p) in slot.outputs.iter_mut().zip(plans) {
-        out.lengths.clear();
-        if p.lengths {
-            out.lengths.resize(n, 0);
-        }
-        if p.copy == Some(CopyRule::Padded) && p.row_bytes > 0 {
-            let rows = out.memory.as_bytes().len() / p.row_bytes;
-            if out.dirty.len() != rows {
-                out.dirty.clear();
-                out.dirty.resize(rows, p.row_bytes as u64);
-            }
-        } else {
-            out.dirty.clear();
-        }
-    }
-    // Split every field's destination into chunks, then group the chunks by sample range
-    // so that one task reads each sample's metadata row once for all fields.
-    let mut tasks: Vec<Vec<Dest<'_>>> = Vec::with_capacity(n.div_ceil(chunk));
-    for ((p, out), rec) in plans
-        .iter()
-        .zip(slot.outputs.iter_mut())
-        .zip(records.iter_mut())
-    {
-        let OutputBuffer {
-            memory,
-            lengths,
-            dirty,
-        } = out;
-        let (rows, width) = if p.copy.is_some() {
-            (&mut memory.as_bytes_mut()[..n * p.row_bytes], p.row_bytes)
-        } else {
-            (&mut rec[..n * RECORD_BYTES], RECORD_BYTES)
-        };
-        let mut lens = lengths.chunks_mut(chunk);
-        let dirty_rows = dirty.len().min(n);
-        let mut dirt = dirty[..dirty_rows].chunks_mut(chunk);
-        for (ci, rows) in rows.chunks_mut(chunk * width).enumerate() {
-            if tasks.len() <= ci {
-                tasks.push(Vec::with_capacity(plans.len()));
-            }
-            tasks[ci].push(Dest {
-                rows,
-                lengths: lens.next(),
-                dirty: dirt.next(),
-            });
-        }
-    }
-    let payload: u64 = shared.pool.install(|| {
-        tasks
-            .into_par_iter()
-            .enumerate()
-            .map(|(ci, mut dests)| {
-                let start = ci * chunk;
-                let end = (start + chunk).min(n);
-                fill_chunk(
-                    shared,
-                    fields,
-                    plans,
-                    ctx,
-                    epoch,
-                    &ids[start..end],
-                    &mut dests,
-                )
-            })
-            .try_reduce(|| 0, |a, b| Ok(a + b))
-    })?;
-
-    // The executor fields run side by side in one parallel region (each splits its batch
-    // into chunks too), so a batch costs at most two fork-joins however many fields it has.
-    let run: Vec<usize> = (0..fields.len())
-        .filter(|&i| plans[i].copy.is_none())
-        .collect();
-    if !run.is_empty() {
-        let mut bufs: Vec<Option<&mut [u8]>> = slot
-            .outputs
-            .iter_mut()
-            .zip(plans)
-            .map(|(b, p)| {
-                p.copy
-                    .is_none()
-                    .then(|| &mut b.memory.as_bytes_mut()[..n * p.row_bytes])
-            })
-            .collect();
-        let jobs: Vec<(usize, &mut [u8])> = bufs
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, b)| b.take().map(|b| (i, b)))
-            .collect();
-        let runs: Vec<Result<()>> = shared.pool.install(|| {
-            jobs.into_par_iter()
-                .map(|(i, out)| {
-                    let f = &fields[i];
-                    f.executor
-                        .run(pipeline_jit::BatchBuffers {
-                            sample_ids: ids,
-                            input: &records[i][..n * RECORD_BYTES],
-                            output: out,
-                            seed: shared.seed,
-                            epoch,
-                        })
-                        .map_err(|e| field_error(shared, f, e))
-                })
-                .collect()
-        });
-        runs.into_iter().collect::<Result<()>>()?;
-    }
-    shared
-        .counters
-        .payload_bytes
-        .fetch_add(payload, Ordering::Relaxed);
-    slot.sample_ids.clear();
-    slot.sample_ids.extend_from_slice(ids);
-    Ok(())
-}
-
-/// One sample's field, resolved: its stored bytes and its metadata (zero-padded to the
-/// 16 bytes a decoder sees).
-struct Resolved<'c> {
-    data: &'c [u8],
-    metadata: [u8; RECORD_METADATA],
-}
-
-/// Fills samples `ids` (one chunk of the batch) of every field into `dests`; returns the
-/// payload bytes. Two passes: the first reads every metadata row and asks for every
-/// sample's first data lines, so that the misses of the chunk overlap; the second copies.
-fn fill_chunk(
-    shared: &Shared,
-    fields: &[FieldRunner],
-    plans: &[FieldPlan],
-    ctx: &EpochContext,
-    epoch: u64,
-    ids: &[u64],
-    dests: &mut [Dest<'_>],
-) -> Result<u64> {
-    let nf = fields.len();
-    let mut resolved: Vec<Resolved<'_>> = Vec::with_capacity(ids.len() * nf);
-    let mut payload = 0u64;
-    for (k, &sample) in ids.iter().enumerate() {
-        let row = shared.reader.metadata_row(sample)?;
-        for (i, (f, p)) in fields.iter().zip(plans).enumerate() {
-            let r = resolve(shared, f, p, ctx, sample, row)?;
-            let len = r.data.len() as u64;
-            payload += if p.scalar { 8 } else { len };
-            let d = &mut dests[i];
-            if let Some(l) = d.lengths.as_deref_mut() {
-                l[k] = len;
-            }
-            if p.copy.is_some() {
-                crate::memory::prefetch(r.data);
-                resolved.push(r);
-            } else {
-                write_record(
-                    &mut d.rows[k * RECORD_BYTES..(k + 1) * RECORD_BYTES],
-                    r.data,
-                    &r.metadata,
-                );
-            }
-        }
-    }
-    let mut next = resolved.iter();
-    for (k, &sample) in ids.iter().enumerate() {
-        for (i, p) in plans.iter().enumerate() {
-            let Some(rule) = p.copy else { continue };
-            let r = next
-                .next()
-                .expect("one resolved entry per copied field and sample");
-            let d = &mut dests[i];
-            let out = &mut d.rows[k * p.row_bytes..(k + 1) * p.row_bytes];
-            let mark = d.dirty.as_deref_mut().map(|m| &mut m[k]);
-            let covered = match rule {
-                CopyRule::Metadata => match r.metadata.get(..out.len()) {
-                    Some(m) => {
-                        out.copy_from_slice(m);
-                        true
-                    }
-                    None => false,
-                },
-                CopyRule::Exact if r.data.len() == out.len() => {
-                    out.copy_from_slice(r.data);
-                    true
-                }
-                CopyRule::Padded if r.data.len() <= out.len() => {
-                    let len = r.data.len();
-                    // Only the bytes an earlier batch may have left past `len` need zeros.
-                    let was = mark
-                        .as_deref()
-                        .map_or(out.len(), |&m| (m as usize).min(out.len()));
-                    out[..len].copy_from_slice(r.data);
-                    if was > len {
-                        out[len..was].fill(0);
-                    }
-                    if let Some(m) = mark {
-                        *m = len as u64;
-                    }
-                    true
-                }
-                _ => false,
-            };
-            if !covered {
-                let d = &mut dests[i];
-                let out = &mut d.rows[k * p.row_bytes..(k + 1) * p.row_bytes];
-                decode_one(shared, &fields[i], epoch, sample, r, out)?;
-                if let Some(m) = d.dirty.as_deref_mut() {
-                    m[k] = p.row_bytes as u64;
-                }
-            }
-        }
-    }
-    Ok(payload)
-}
-
-/// A sample the copy rule does not cover goes through the decoder itself, so that its
-/// result (usually an error naming what is wrong) is the decoder's.
-fn decode_one(
-    shared: &Shared,
-    f: &FieldRunner,
-    epoch: u64,
-    sample: u64,
-    r: &Resolved<'_>,
-    out: &mut [u8],
-) -> Result<()> {
-    let input = SampleInput {
-        sample,
-        data: r.data,
-        metadata: &r.metadata,
-        // The decoder is operation 0 of its pipeline, as in the kernel path.
-        seed: pipeline_jit::rng::sample_seed(shared.seed, epoch, sample, 0),
-        max_image_pixels: f.context.max_image_pixels,
-    };
-    let decoder = &f.spec.decoder;
-    let result = catch_unwind(AssertUnwindSafe(|| decoder.decode(&input, out, &mut [])))
-        .unwrap_or_else(|_| Err("decoder panicked".into()));
-    result.map_err(|message| Error::Decode {
-        path: shared.path.clone(),
-        field: f.output.name.clone(),
-        sample,
-        decoder: decoder.name(),
-        message,
-    })
-}
-
-/// Reads one field of one sample: its stored bytes (from the epoch's cache, without an
-/// allocation lookup) and its metadata.
-fn resolve<'c>(
-    shared: &Shared,
-    f: &FieldRunner,
-    p: &FieldPlan,
-    ctx: &'c EpochContext,
-    sample: u64,
-    row: &[u8],
-) -> Result<Resolved<'c>> {
-    let meta = row
-        .get(p.meta_start..p.meta_start + p.meta_len)
-        .unwrap_or(&[]);
-    let mut metadata = [0u8; RECORD_METADATA];
-    let m = meta.len().min(RECORD_METADATA);
-    metadata[..m].copy_from_slice(&meta[..m]);
-    // The two fixed layouts are applied inline (no call into the reader per sample);
-    // beton-io computes the others.
-    let extent = match p.extent {
-        ExtentRule::None => None,
-        ExtentRule::Fixed { .. } | ExtentRule::Sized => p.extent.fixed_extent(meta),
-        ExtentRule::Computed => shared
-            .reader
-            .stored_extent(f.field, meta)
-            .map_err(|reason| Error::Decode {
-                path: shared.path.clone(),
-                field: f.output.name.clone(),
-                sample,
-                decoder: f.spec.decoder.name(),
-                message: format!("invalid metadata: {reason}"),
-            })?,
-    };
-    let data = match extent {
-        None => &[][..],
-        Some((ptr, len)) => ctx.read_extent(ptr, len).map_err(|e| Error::Decode {
-            path: shared.path.clone(),
-            field: f.output.name.clone(),
-            sample,
-            decoder: f.spec.decoder.name(),
-            message: format!("the field stores {len} bytes at {ptr}: {e}"),
-        })?,
-    };
-    Ok(Resolved { data, metadata })
-}
-
-/// The loader's error for a pipeline failure of field `f`: a decode error naming the
-/// sample (with the decoder's message) when the decoder failed, a pipeline error otherwise.
-fn field_error(shared: &Shared, f: &FieldRunner, e: pipeline_jit::Error) -> Error {
-    let failure = f.context.take_failure();
-    match (e, failure) {
-        (
-            pipeline_jit::Error::Kernel {
-                index: 0, sample, ..
-            },
-            Some((_, message)),
-        ) => Error::Decode {
-            path: shared.path.clone(),
-            field: f.output.name.clone(),
-            sample,
-            decoder: f.spec.decoder.name(),
-            message,
-        },
-        (source, _) => Error::Pipeline {
-            path: shared.path.clone(),
-            field: f.output.name.clone(),
-            source,
-        },
-    }
 }

@@ -60,7 +60,9 @@
 //! ```
 
 mod batch;
+mod batch_fill;
 mod batch_slots;
+mod builder;
 mod cpus;
 pub mod decode;
 mod epoch;
@@ -82,10 +84,11 @@ pub use traversal;
 
 pub use batch::{Batch, BatchOutput, OutputInfo, TypedView};
 pub use batch_slots::{Attachment, SlotOutput, SlotStage};
+pub use builder::{LoaderBuilder, Order};
 pub use cpus::affinity_cpus;
 pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
 pub use epoch::EpochIter;
 pub use error::{Error, Result};
-pub use loader::{FilterValue, Loader, LoaderBuilder, LoaderStats, Order};
+pub use loader::{FilterValue, Loader, LoaderStats};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
 pub use resume::{LoaderState, STATE_FORMAT_VERSION};

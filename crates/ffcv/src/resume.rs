@@ -17,8 +17,9 @@ use traversal::{Distributed, ElasticEpoch, OrderKind, OrderSpec, Pool, SamplePag
 
 use beton_io::Reader;
 
+use crate::batch::OutputInfo;
+use crate::decode::PipelineSpec;
 use crate::error::{Error, Result};
-use crate::run_state::{FieldRunner, Shared};
 
 /// The newest state format this build writes and reads.
 pub const STATE_FORMAT_VERSION: u32 = 1;
@@ -286,21 +287,24 @@ impl ResumeContext {
     }
 
     /// Records the fingerprints of the loader's field pipelines.
-    pub(crate) fn set_pipelines(&mut self, fields: &[FieldRunner]) {
+    pub(crate) fn set_pipelines<'a>(
+        &mut self,
+        fields: impl IntoIterator<Item = (&'a PipelineSpec, &'a OutputInfo)>,
+    ) {
         self.pipelines = fields
-            .iter()
-            .map(|f| {
-                let transforms: Vec<String> = f.spec.transforms.iter().map(|t| t.name()).collect();
+            .into_iter()
+            .map(|(spec, output)| {
+                let transforms: Vec<String> = spec.transforms.iter().map(|t| t.name()).collect();
                 let text = format!(
                     "{}|{}|{:?}|{}|{}",
-                    f.spec.decoder.name(),
+                    spec.decoder.name(),
                     transforms.join(","),
-                    f.output.shape,
-                    f.output.dtype.descr(),
-                    f.output.row_bytes
+                    output.shape,
+                    output.dtype.descr(),
+                    output.row_bytes
                 );
                 PipelineFingerprint {
-                    field: f.output.name.clone(),
+                    field: output.name.clone(),
                     sha256: hex(&Sha256::digest(text.as_bytes())),
                 }
             })
@@ -361,17 +365,30 @@ fn fixed_part(
     }
 }
 
-/// The fixed part of `shared`'s states, computed on first use.
-fn template(shared: &Shared) -> &LoaderState {
-    shared.resume.template.get_or_init(|| {
+/// What a state records of a loader, borrowed from its run state (`Shared::resume_facts`
+/// in `run_state.rs`), so that this module needs nothing of the modules above it.
+pub(crate) struct LoaderFacts<'a> {
+    pub(crate) reader: &'a Reader,
+    pub(crate) indices: &'a [u64],
+    pub(crate) seed: u64,
+    pub(crate) batch_size: usize,
+    pub(crate) drop_last: bool,
+    /// Samples per epoch of the loader's order on this rank.
+    pub(crate) samples_per_epoch: usize,
+    pub(crate) ctx: &'a ResumeContext,
+}
+
+/// The fixed part of the loader's states, computed on first use.
+fn template<'a>(facts: &LoaderFacts<'a>) -> &'a LoaderState {
+    facts.ctx.template.get_or_init(|| {
         fixed_part(
-            &shared.reader,
-            &shared.indices,
-            shared.seed,
-            shared.batch_size,
-            shared.drop_last,
-            &shared.resume,
-            shared.resume.pipelines.clone(),
+            facts.reader,
+            facts.indices,
+            facts.seed,
+            facts.batch_size,
+            facts.drop_last,
+            facts.ctx,
+            facts.ctx.pipelines.clone(),
         )
     })
 }
@@ -394,18 +411,18 @@ pub(crate) struct EpochStart {
     pub(crate) earlier: Vec<StintRecord>,
 }
 
-/// The state of `shared`'s loader in `epoch`, after `earlier` stints and `consumed`
+/// The state of the loader in `epoch`, after `earlier` stints and `consumed`
 /// batches of the current one (no stint at all when `consumed` is `None`: the start of
 /// the epoch). O(world size + stints + fields): the fixed part is computed once.
 pub(crate) fn state_at(
-    shared: &Shared,
+    facts: &LoaderFacts<'_>,
     epoch: u64,
     earlier: &[StintRecord],
     consumed: Option<u64>,
 ) -> LoaderState {
-    let mut state = template(shared).clone();
+    let mut state = template(facts).clone();
     state.epoch = epoch;
-    let world_size = shared.resume.world_size;
+    let world_size = facts.ctx.world_size;
     state.stints = earlier
         .iter()
         .map(|s| StintState {
@@ -444,17 +461,20 @@ struct Target<'a> {
     pipelines: bool,
 }
 
-/// Checks `state` against `shared`'s loader and works out where its epoch resumes.
+/// Checks `state` against the loader and works out where its epoch resumes.
 /// Returns the epoch and its start (`None`: the state is at the start of its epoch).
-pub(crate) fn plan(shared: &Shared, state: &LoaderState) -> Result<(u64, Option<EpochStart>)> {
+pub(crate) fn plan(
+    facts: &LoaderFacts<'_>,
+    state: &LoaderState,
+) -> Result<(u64, Option<EpochStart>)> {
     let target = Target {
-        reader: &shared.reader,
-        indices: &shared.indices,
-        batch_size: shared.batch_size,
-        drop_last: shared.drop_last,
-        ctx: &shared.resume,
-        samples_per_epoch: shared.order.samples_per_epoch(),
-        mine: template(shared),
+        reader: facts.reader,
+        indices: facts.indices,
+        batch_size: facts.batch_size,
+        drop_last: facts.drop_last,
+        ctx: facts.ctx,
+        samples_per_epoch: facts.samples_per_epoch,
+        mine: template(facts),
         pipelines: true,
     };
     plan_for(&target, state)

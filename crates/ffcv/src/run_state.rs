@@ -1,7 +1,8 @@
 //! The per-loader run state that the loader, its epochs and its resume states share: each
 //! enabled field's runner (decoder context, executor, output), the counters, and
-//! [`Shared`], what the producer thread of an epoch reads. The builder (`loader.rs`) makes
-//! it; the epoch iterator (`epoch.rs`) and `resume.rs` read it.
+//! [`Shared`], what the producer thread of an epoch reads. The builder (`builder.rs`) makes
+//! it; the epoch iterator (`epoch.rs`), the per-batch fill (`batch_fill.rs`) and
+//! `resume.rs` (through [`Shared::resume_facts`]) read it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -187,6 +188,43 @@ pub(crate) struct Shared {
     pub(crate) prefetch_ahead: usize,
 }
 
+impl Shared {
+    /// What a [`crate::LoaderState`] of this loader records, for `resume.rs`.
+    pub(crate) fn resume_facts(&self) -> crate::resume::LoaderFacts<'_> {
+        crate::resume::LoaderFacts {
+            reader: &self.reader,
+            indices: &self.indices,
+            seed: self.seed,
+            batch_size: self.batch_size,
+            drop_last: self.drop_last,
+            samples_per_epoch: self.order.samples_per_epoch(),
+            ctx: &self.resume,
+        }
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bytes of each output buffer of a slot, checked against overflow.
+pub(crate) fn slot_sizes(
+    path: &std::path::Path,
+    outputs: &[OutputInfo],
+    batch_size: usize,
+) -> Result<Vec<usize>> {
+    outputs
+        .iter()
+        .map(|o| {
+            o.row_bytes
+                .checked_mul(batch_size)
+                .ok_or_else(|| Error::Config {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "output {:?}: {} samples of {} bytes exceed the address space",
+                        o.name, batch_size, o.row_bytes
+                    ),
+                })
+        })
+        .collect()
 }

@@ -3,10 +3,10 @@
 //!
 //! # Overview
 //!
-//! - [`PageCache`] is built from a [`beton_io::Reader`] and a [`CacheConfig`]: either an
-//!   [`OsCache`] (`os_cache = true`: reads are slices of the read-only map, with
-//!   `madvise` hints chosen from the order) or a [`ProcessCache`] (`os_cache = false`:
-//!   FFCV's page schedule, executed by page-reader threads doing positional reads into
+//! - [`PageCache`] is built from a [`beton_io::Reader`] and a [`CachePolicy`]: either an
+//!   [`OsCache`] ([`CachePolicy::Os`], FFCV's `os_cache=True`: reads are slices of the
+//!   read-only map, with `madvise` hints chosen from the order) or a [`ProcessCache`]
+//!   ([`CachePolicy::Process`], `os_cache=False`: FFCV's page schedule, executed by page-reader threads doing positional reads into
 //!   slots this process owns; unlike FFCV, a page read stops at the end of the page's
 //!   last allocation, so padding at the end of pages is never read).
 //! - [`PageCache::schedule_epoch`] takes the epoch's batches (sample ids) and returns an
@@ -19,11 +19,12 @@
 //! - [`PageSchedule`] is the pure schedule (pages per batch, first/last batch per page,
 //!   slot assignment); [`CacheStats`] the counters (pages loaded, bytes read from
 //!   storage, time spent waiting, slots in use and their peak, read errors).
-//! - Knobs beyond FFCV's ([`CacheConfig`]): `direct_io` (page reads with `O_DIRECT`,
+//! - Each policy carries its own knobs: [`OsConfig`] the OS cache's `madvise` policy
+//!   ([`OsAdvice`]); [`ProcessConfig`] FFCV's `prefetch_ahead` and reader threads, the
+//!   memory budget, and knobs beyond FFCV's: `direct_io` (page reads with `O_DIRECT`,
 //!   so a larger-than-RAM dataset does not evict the OS cache), `map_pages` (the
 //!   schedule and readers as usual, but pages are served from the reader's map instead
-//!   of copied: near OS-cache speed on a cached file), `os_advice` (the OS cache's
-//!   `madvise` policy). [`evict_from_os_cache`] and [`os_cached_bytes`] support
+//!   of copied: near OS-cache speed on a cached file), `retain_pages`, `hold_all_pages`. [`evict_from_os_cache`] and [`os_cached_bytes`] support
 //!   cold-cache measurements.
 //!
 //! The process cache allocates its slot memory once and reuses it in later epochs that
@@ -37,12 +38,12 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use page_cache::{CacheConfig, PageCache};
+//! use page_cache::{CachePolicy, PageCache, ProcessConfig};
 //!
 //! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/multipage.beton");
 //! let reader = Arc::new(beton_io::Reader::open(path)?);
-//! let config = CacheConfig { os_cache: false, ..CacheConfig::default() };
-//! let cache = PageCache::new(Arc::clone(&reader), &config)?;
+//! let policy = CachePolicy::Process(ProcessConfig { reader_threads: 2, ..ProcessConfig::default() });
+//! let cache = PageCache::new(Arc::clone(&reader), &policy)?;
 //!
 //! // Two batches of samples; the cache plans which pages each needs.
 //! let batches = vec![vec![0, 1, 2], vec![39, 7]];
@@ -64,6 +65,7 @@ mod error;
 mod memory;
 mod os;
 mod page_slots;
+mod policy;
 mod process;
 mod readers;
 mod schedule;
@@ -80,78 +82,9 @@ pub use memory::{
     memory_facts,
 };
 pub use os::{OsCache, OsEpoch};
+pub use policy::{CachePolicy, OsAdvice, OsConfig, ProcessConfig};
 pub use process::{ProcessCache, ProcessEpoch};
 pub use schedule::{PageSchedule, ScheduledPage};
-
-/// The `madvise` policy of the OS cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OsAdvice {
-    /// Pick from each epoch's order: no readahead (`Random`) for random orders over
-    /// small samples of a file larger than half the available memory, the default
-    /// readahead (`Normal`) otherwise (measured: `Sequential` did not help).
-    #[default]
-    Auto,
-    /// Give no hints.
-    Off,
-    /// Always give this hint.
-    Fixed(Advice),
-}
-
-/// The knobs of both caches, with FFCV's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheConfig {
-    /// `true`: the OS page cache through the map; `false`: the process cache.
-    pub os_cache: bool,
-    /// Process cache: batches ahead of need at which a page may be fetched (FFCV: 3).
-    pub prefetch_ahead: usize,
-    /// Process cache: page-reader threads per epoch (FFCV: 12).
-    pub reader_threads: usize,
-    /// Process cache: most bytes of page slots an epoch may use; `None` = the OS's
-    /// available memory when the epoch is scheduled.
-    pub max_memory: Option<u64>,
-    /// Process cache: read pages with `O_DIRECT` (bypassing the OS page cache), falling
-    /// back to buffered reads if the filesystem refuses.
-    pub direct_io: bool,
-    /// Process cache: serve pages from the reader's read-only map instead of copying
-    /// them into slots. The schedule, the page readers and the memory guard stay the
-    /// same, but a reader thread only makes its page resident (faulting it in ahead of
-    /// need, `MADV_POPULATE_READ`), so no slot memory is allocated and reads of a cached
-    /// file cost what the OS cache's do. A file truncated after a page was loaded can
-    /// then raise SIGBUS, as with the OS cache. Ignored when `direct_io` is in effect.
-    pub map_pages: bool,
-    /// OS cache: the `madvise` policy.
-    pub os_advice: OsAdvice,
-    /// Process cache (copy mode): a page still held intact in a slot from the previous
-    /// epoch keeps that slot and is not read again, when the slot is free over the
-    /// page's lifetime in the new schedule. A file whose pages all fit in the slots is
-    /// then read once, not once per epoch. `false` re-reads every page each epoch, as
-    /// FFCV does (for a file rewritten in place between epochs).
-    pub retain_pages: bool,
-    /// Process cache (copy mode): give every page an epoch touches a slot of its own, so
-    /// the slots end the epoch holding all of them and later epochs read nothing (implies
-    /// `retain_pages`). Costs slot memory for every page the epoch reads (the file, for a
-    /// full epoch) instead of the schedule's working set, so it is off by default; when
-    /// that exceeds the memory budget the epoch falls back to the ordinary schedule.
-    /// For datasets that fit in memory read in orders with a small working set
-    /// (sequential, quasi-random), where each page is otherwise read again every epoch.
-    pub hold_all_pages: bool,
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig {
-            os_cache: true,
-            prefetch_ahead: 3,
-            reader_threads: 12,
-            max_memory: None,
-            direct_io: false,
-            map_pages: false,
-            os_advice: OsAdvice::Auto,
-            retain_pages: true,
-            hold_all_pages: false,
-        }
-    }
-}
 
 /// A snapshot of a cache's counters (all zero for the OS cache, which loads nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -183,19 +116,18 @@ pub struct CacheStats {
 /// Either cache, behind one interface.
 #[derive(Clone)]
 pub enum PageCache {
-    /// `os_cache = true`.
+    /// [`CachePolicy::Os`].
     Os(OsCache),
-    /// `os_cache = false`.
+    /// [`CachePolicy::Process`].
     Process(ProcessCache),
 }
 
 impl PageCache {
-    /// Builds the cache `config.os_cache` selects.
-    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<PageCache> {
-        Ok(if config.os_cache {
-            PageCache::Os(OsCache::new(reader, config))
-        } else {
-            PageCache::Process(ProcessCache::new(reader, config)?)
+    /// Builds the cache `policy` names, with its knobs.
+    pub fn new(reader: Arc<Reader>, policy: &CachePolicy) -> Result<PageCache> {
+        Ok(match policy {
+            CachePolicy::Os(config) => PageCache::Os(OsCache::new(reader, config)),
+            CachePolicy::Process(config) => PageCache::Process(ProcessCache::new(reader, config)?),
         })
     }
 

@@ -1,4 +1,4 @@
-//! The OS cache (`os_cache = true`): reads are slices of the reader's read-only map;
+//! The OS cache ([`crate::CachePolicy::Os`], FFCV's `os_cache = true`): reads are slices of the reader's read-only map;
 //! the kernel's page cache does the caching, steered by `madvise` hints.
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use beton_io::Reader;
 
 use crate::advice::{Advice, advise};
 use crate::error::{Error, Result};
-use crate::{CacheConfig, CacheStats, OsAdvice};
+use crate::{CacheStats, OsAdvice, OsConfig};
 
 /// The OS cache over a reader's map.
 #[derive(Clone)]
@@ -17,11 +17,11 @@ pub struct OsCache {
 }
 
 impl OsCache {
-    /// Wraps `reader`; `config.os_advice` chooses the `madvise` policy.
-    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> OsCache {
+    /// Wraps `reader`; `config.advice` chooses the `madvise` policy.
+    pub fn new(reader: Arc<Reader>, config: &OsConfig) -> OsCache {
         OsCache {
             reader,
-            advice: config.os_advice,
+            advice: config.advice,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The process cache (`os_cache = false`): FFCV's page schedule executed by page-reader
+//! The process cache ([`crate::CachePolicy::Process`], FFCV's `os_cache = false`): FFCV's page schedule executed by page-reader
 //! threads into slots this process owns.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::page_slots::{SlotArena, SlotOwner, SlotState};
 use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
 use crate::schedule::PageSchedule;
-use crate::{CacheConfig, CacheStats};
+use crate::{CacheStats, ProcessConfig};
 
 const NO_SLOT: u32 = u32::MAX;
 
@@ -58,7 +58,7 @@ impl ProcessCache {
     /// Prepares the cache for `reader`'s file: opens its own descriptor for positional
     /// reads (with `O_DIRECT` if `config.direct_io`, falling back to buffered reads if
     /// refused) Allocates no slot memory yet.
-    pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<ProcessCache> {
+    pub fn new(reader: Arc<Reader>, config: &ProcessConfig) -> Result<ProcessCache> {
         let path = reader.path().to_owned();
         let (file, direct_io_fallback) = PageFile::open(
             &path,

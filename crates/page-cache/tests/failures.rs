@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use beton_io::Reader;
-use page_cache::{CacheConfig, Error, PageCache, ProcessCache};
+use page_cache::{CachePolicy, Error, PageCache, ProcessCache, ProcessConfig};
 
 use common::{batches_of, fixture, ptrs_by_sample};
 
@@ -45,11 +45,10 @@ fn truncated_file_with_mapped_pages_gives_an_error_not_a_sigbus() {
 fn truncated_file_case(map_pages: bool) {
     let (_dir, path) = copy_of_multipage();
     let reader = Arc::new(Reader::open(&path).unwrap());
-    let config = CacheConfig {
-        os_cache: false,
+    let config = ProcessConfig {
         reader_threads: 3,
         map_pages,
-        ..CacheConfig::default()
+        ..ProcessConfig::default()
     };
     let cache = ProcessCache::new(Arc::clone(&reader), &config).unwrap();
     // The allocation table is read through the map, so before the cut.
@@ -101,7 +100,8 @@ fn read_error_is_typed_with_page_and_offset() {
     let (_dir, path) = copy_of_multipage();
     let reader = Arc::new(Reader::open(&path).unwrap());
     let expected_len = common::page_read_bytes(&reader, 2, false);
-    let cache = PageCache::new(reader, &common::process_config(0, 1)).unwrap();
+    let cache =
+        PageCache::new(reader, &CachePolicy::Process(common::process_config(0, 1))).unwrap();
     std::fs::OpenOptions::new()
         .write(true)
         .open(&path)
@@ -149,7 +149,10 @@ fn dropping_an_epoch_mid_way_joins_its_page_readers() {
 #[test]
 fn batches_must_start_in_order() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
-    for config in [CacheConfig::default(), common::process_config(3, 2)] {
+    for config in [
+        CachePolicy::default(),
+        CachePolicy::Process(common::process_config(3, 2)),
+    ] {
         let cache = PageCache::new(Arc::clone(&reader), &config).unwrap();
         let mut epoch = cache.schedule_epoch(&[vec![0], vec![1]]).unwrap();
         let err = epoch.start_batch(1).unwrap_err();
@@ -177,7 +180,11 @@ fn batches_must_start_in_order() {
 fn reads_outside_the_current_batch_or_at_unknown_pointers_are_errors() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
     let ptrs = ptrs_by_sample(&reader);
-    let cache = PageCache::new(Arc::clone(&reader), &common::process_config(0, 1)).unwrap();
+    let cache = PageCache::new(
+        Arc::clone(&reader),
+        &CachePolicy::Process(common::process_config(0, 1)),
+    )
+    .unwrap();
     let mut epoch = cache.schedule_epoch(&[vec![0], vec![39]]).unwrap();
     let p0 = ptrs[&0][0];
     let p39 = ptrs[&39][0];
@@ -217,7 +224,10 @@ fn reads_outside_the_current_batch_or_at_unknown_pointers_are_errors() {
 #[test]
 fn unknown_samples_are_refused_when_scheduling() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
-    for config in [CacheConfig::default(), common::process_config(3, 2)] {
+    for config in [
+        CachePolicy::default(),
+        CachePolicy::Process(common::process_config(3, 2)),
+    ] {
         let cache = PageCache::new(Arc::clone(&reader), &config).unwrap();
         let err = cache.schedule_epoch(&[vec![0], vec![3, 40]]).err().unwrap();
         assert!(
@@ -238,11 +248,10 @@ fn unknown_samples_are_refused_when_scheduling() {
 #[test]
 fn direct_io_reads_the_same_bytes_or_reports_why_not() {
     let reader = Arc::new(Reader::open(fixture("page_retry.beton")).unwrap());
-    let config = CacheConfig {
-        os_cache: false,
+    let config = ProcessConfig {
         direct_io: true,
         reader_threads: 2,
-        ..CacheConfig::default()
+        ..ProcessConfig::default()
     };
     let cache = ProcessCache::new(Arc::clone(&reader), &config).unwrap();
     assert_eq!(cache.direct_io(), cache.direct_io_fallback().is_none());
@@ -267,11 +276,10 @@ fn direct_io_leaves_the_os_cache_alone_and_buffered_reads_fill_it() {
     let reader = Arc::new(Reader::open(&path).unwrap());
     let batches = vec![(0..40).collect::<Vec<u64>>()];
     for direct_io in [true, false] {
-        let config = CacheConfig {
-            os_cache: false,
+        let config = ProcessConfig {
             direct_io,
             reader_threads: 2,
-            ..CacheConfig::default()
+            ..ProcessConfig::default()
         };
         let cache = ProcessCache::new(Arc::clone(&reader), &config).unwrap();
         page_cache::evict_from_os_cache(&path).unwrap();
@@ -300,12 +308,12 @@ fn read_extent_serves_parts_of_held_pages_and_refuses_the_rest() {
     let p3 = ptrs[&3][0];
     let size = reader.alloc_size(p3).unwrap();
     for config in [
-        CacheConfig::default(),
-        common::process_config(0, 1),
-        CacheConfig {
+        CachePolicy::default(),
+        CachePolicy::Process(common::process_config(0, 1)),
+        CachePolicy::Process(ProcessConfig {
             map_pages: true,
             ..common::process_config(0, 1)
-        },
+        }),
     ] {
         let cache = PageCache::new(Arc::clone(&reader), &config).unwrap();
         let mut epoch = cache.schedule_epoch(&[vec![3]]).unwrap();
@@ -316,7 +324,7 @@ fn read_extent_serves_parts_of_held_pages_and_refuses_the_rest() {
         assert_eq!(epoch.read_extent(p3, 0).unwrap(), b"");
         let past_the_file = epoch.read_extent(reader.file_size() - 10, 11);
         assert!(past_the_file.is_err());
-        if !config.os_cache {
+        if !config.is_os() {
             // Page 0 (header and metadata) is not held; page 1 is, but only up to the end
             // of its last allocation.
             assert!(matches!(

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use beton_io::Reader;
-use page_cache::{CacheConfig, Error, ProcessCache};
+use page_cache::{Error, ProcessCache, ProcessConfig};
 
 use common::{batches_of, fixture};
 
@@ -15,11 +15,10 @@ const MIB2: u64 = 2 * 1024 * 1024;
 
 fn cache(max_memory: Option<u64>) -> ProcessCache {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
-    let config = CacheConfig {
-        os_cache: false,
+    let config = ProcessConfig {
         max_memory,
         reader_threads: 2,
-        ..CacheConfig::default()
+        ..ProcessConfig::default()
     };
     ProcessCache::new(reader, &config).unwrap()
 }

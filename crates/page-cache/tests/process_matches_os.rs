@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use beton_io::Reader;
-use page_cache::{CacheConfig, PageCache};
+use page_cache::{CachePolicy, OsConfig, PageCache, ProcessConfig};
 use proptest::prelude::*;
 
 use common::{FIXTURES_WITH_DATA, batches_of, compare_epoch, fixture, process_config};
@@ -39,7 +39,7 @@ fn check(
 ) {
     let reader = Arc::new(Reader::open(fixture(name)).unwrap());
     let batches = batches_of(order, batch_size);
-    let config = CacheConfig {
+    let config = ProcessConfig {
         map_pages,
         ..process_config(ahead, threads)
     };
@@ -154,7 +154,7 @@ fn scalars_without_allocations_need_no_slots_and_no_threads() {
 #[test]
 fn os_cache_reads_equal_the_reader_and_give_no_page_counters() {
     let reader = Arc::new(Reader::open(fixture("page_retry.beton")).unwrap());
-    let cache = PageCache::new(Arc::clone(&reader), &CacheConfig::default()).unwrap();
+    let cache = PageCache::new(Arc::clone(&reader), &CachePolicy::default()).unwrap();
     let batches = vec![vec![3, 1], vec![11]];
     let mut epoch = cache.schedule_epoch(&batches).unwrap();
     epoch.start_batch(0).unwrap();
@@ -179,7 +179,11 @@ fn contexts_are_shared_across_threads_while_pages_are_prefetched() {
 
     let reader = Arc::new(Reader::open(fixture("page_retry.beton")).unwrap());
     let ptrs = common::ptrs_by_sample(&reader);
-    let cache = PageCache::new(Arc::clone(&reader), &process_config(3, 4)).unwrap();
+    let cache = PageCache::new(
+        Arc::clone(&reader),
+        &CachePolicy::Process(process_config(3, 4)),
+    )
+    .unwrap();
     for round in 0..20u64 {
         // A different order each round: rotate the samples.
         let order: Vec<u64> = (0..12).map(|i| (i + round) % 12).collect();
@@ -208,7 +212,7 @@ fn contexts_are_shared_across_threads_while_pages_are_prefetched() {
 #[test]
 fn os_cache_auto_advice_follows_the_order() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
-    let cache = page_cache::OsCache::new(Arc::clone(&reader), &CacheConfig::default());
+    let cache = page_cache::OsCache::new(Arc::clone(&reader), &OsConfig::default());
     let sequential = batches_of(&(0..40).collect::<Vec<_>>(), 7);
     // Sequential: the default readahead (MADV_SEQUENTIAL measured slower).
     assert_eq!(
@@ -217,9 +221,8 @@ fn os_cache_auto_advice_follows_the_order() {
     );
     let fixed = page_cache::OsCache::new(
         Arc::clone(&reader),
-        &CacheConfig {
-            os_advice: page_cache::OsAdvice::Fixed(page_cache::Advice::Sequential),
-            ..CacheConfig::default()
+        &OsConfig {
+            advice: page_cache::OsAdvice::Fixed(page_cache::Advice::Sequential),
         },
     );
     assert_eq!(
@@ -234,9 +237,8 @@ fn os_cache_auto_advice_follows_the_order() {
     );
     let off = page_cache::OsCache::new(
         Arc::clone(&reader),
-        &CacheConfig {
-            os_advice: page_cache::OsAdvice::Off,
-            ..CacheConfig::default()
+        &OsConfig {
+            advice: page_cache::OsAdvice::Off,
         },
     );
     assert_eq!(off.advice_for(&sequential), None);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use beton_io::Reader;
 use common::{fixture, process_config, ptrs_by_sample};
-use page_cache::{CacheConfig, ProcessCache};
+use page_cache::{ProcessCache, ProcessConfig};
 use proptest::prelude::*;
 
 fn batches_of(order: &[u64], bs: usize) -> Vec<Vec<u64>> {
@@ -78,7 +78,7 @@ fn when_every_page_fits_any_later_order_reads_no_page() {
 fn retain_pages_false_rereads_every_page() {
     let reader = Arc::new(Reader::open(fixture("multipage.beton")).unwrap());
     let ptrs = ptrs_by_sample(&reader);
-    let config = CacheConfig {
+    let config = ProcessConfig {
         retain_pages: false,
         ..process_config(2, 2)
     };
@@ -184,7 +184,7 @@ fn hold_all_pages_reads_a_sequential_epoch_once() {
     assert!(loaded >= 4, "loaded {loaded}");
     assert!(plain.stats().num_slots < 7);
 
-    let config = CacheConfig {
+    let config = ProcessConfig {
         hold_all_pages: true,
         retain_pages: false, // implied by hold_all_pages
         ..process_config(1, 2)
@@ -212,7 +212,7 @@ fn hold_all_pages_over_budget_falls_back_to_the_ordinary_schedule() {
         .plan(&sequential)
         .unwrap();
     let page_size = reader.page_size();
-    let config = CacheConfig {
+    let config = ProcessConfig {
         hold_all_pages: true,
         // Room for the working set, not for all seven pages.
         max_memory: Some(ordinary.slot_bytes(page_size)),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use beton_io::Reader;
-use page_cache::{CacheConfig, EpochContext, PageCache};
+use page_cache::{CachePolicy, EpochContext, PageCache, ProcessConfig};
 
 /// Path of an FFCV 1.0.2 fixture.
 pub fn fixture(name: &str) -> PathBuf {
@@ -43,12 +43,11 @@ pub fn ptrs_by_sample(reader: &Reader) -> BTreeMap<u64, Vec<u64>> {
 }
 
 /// A process-cache config with small, test-friendly thread counts.
-pub fn process_config(prefetch_ahead: usize, reader_threads: usize) -> CacheConfig {
-    CacheConfig {
-        os_cache: false,
+pub fn process_config(prefetch_ahead: usize, reader_threads: usize) -> ProcessConfig {
+    ProcessConfig {
         prefetch_ahead,
         reader_threads,
-        ..CacheConfig::default()
+        ..ProcessConfig::default()
     }
 }
 
@@ -57,12 +56,13 @@ pub fn process_config(prefetch_ahead: usize, reader_threads: usize) -> CacheConf
 /// returns the process epoch's context (for its counters) after the last batch.
 pub fn compare_epoch(
     reader: &Arc<Reader>,
-    config: &CacheConfig,
+    config: &ProcessConfig,
     batches: &[Vec<u64>],
 ) -> EpochContext {
     let ptrs = ptrs_by_sample(reader);
-    let os = PageCache::new(Arc::clone(reader), &CacheConfig::default()).unwrap();
-    let process = PageCache::new(Arc::clone(reader), config).unwrap();
+    let os = PageCache::new(Arc::clone(reader), &CachePolicy::default()).unwrap();
+    let process =
+        PageCache::new(Arc::clone(reader), &CachePolicy::Process(config.clone())).unwrap();
     let mut os_epoch = os.schedule_epoch(batches).unwrap();
     let mut pc_epoch = process.schedule_epoch(batches).unwrap();
     for (b, batch) in batches.iter().enumerate() {
