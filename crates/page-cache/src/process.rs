@@ -620,7 +620,7 @@ impl ProcessEpoch {
             let end = (start + page_len(inner, page)).min(inner.file_size);
             inner
                 .reader
-                .bytes()
+                .bytes()?
                 .get(start as usize..end as usize)
                 .ok_or_else(crosses)?
         } else {

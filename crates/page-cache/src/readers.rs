@@ -390,7 +390,8 @@ impl ThreadCtx {
                 job.page,
                 |_| {
                     let start = usize::try_from(job.offset).unwrap_or(usize::MAX);
-                    crate::advice::populate(reader.bytes(), start, job.len)?;
+                    let bytes = reader.bytes().map_err(io::Error::other)?;
+                    crate::advice::populate(bytes, start, job.len)?;
                     Ok(0)
                 },
                 &account,
