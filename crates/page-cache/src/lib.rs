@@ -66,7 +66,10 @@ mod os;
 mod page_slots;
 mod process;
 mod readers;
+#[cfg(feature = "remote")]
+pub mod remote;
 mod schedule;
+mod source;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +85,7 @@ pub use memory::{
 pub use os::{OsCache, OsEpoch};
 pub use process::{ProcessCache, ProcessEpoch};
 pub use schedule::{PageSchedule, ScheduledPage};
+pub use source::{LocalSource, PageSource, SourceKind};
 
 /// The `madvise` policy of the OS cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -192,6 +196,41 @@ pub enum PageCache {
 impl PageCache {
     /// Builds the cache `config.os_cache` selects.
     pub fn new(reader: Arc<Reader>, config: &CacheConfig) -> Result<PageCache> {
+        PageCache::with_source(reader, None, config)
+    }
+
+    /// As [`PageCache::new`], with the pages of a remote object read from `source`.
+    ///
+    /// A remote object cannot be memory-mapped, so `os_cache = true` is served by the
+    /// process cache, with a warning (FFCV's default is `os_cache = true`; refusing it
+    /// would fail every loader built with defaults over a URL).
+    pub fn with_source(
+        reader: Arc<Reader>,
+        source: Option<Arc<dyn PageSource>>,
+        config: &CacheConfig,
+    ) -> Result<PageCache> {
+        if let Some(s) = &source {
+            if config.os_cache {
+                tracing::warn!(
+                    url = s.name(),
+                    "os_cache=True needs a memory-mapped local file; {} is a {} source, so it is \
+                     read through the process cache (set os_cache=False to silence this)",
+                    s.name(),
+                    s.kind().name()
+                );
+            }
+            return Ok(PageCache::Process(ProcessCache::with_source(
+                reader, source, config,
+            )?));
+        }
+        if config.os_cache && !reader.holds_data() {
+            return Err(Error::Open {
+                path: reader.path().to_owned(),
+                source: std::io::Error::other(
+                    "the reader was opened from byte ranges; give the process cache its page source",
+                ),
+            });
+        }
         Ok(if config.os_cache {
             PageCache::Os(OsCache::new(reader, config))
         } else {
