@@ -68,7 +68,11 @@ impl Reader {
                 parts: vec![(0, head)],
             };
             let fields = parse_fields(&path, &so_far, usize::from(header.num_fields), options);
-            head = so_far.into_regions().pop().map(|(_, h)| h).unwrap_or_default();
+            head = so_far
+                .into_regions()
+                .pop()
+                .map(|(_, h)| h)
+                .unwrap_or_default();
             let metadata_end = fields.ok().and_then(|fields| {
                 let members: Vec<(u64, u64)> = fields
                     .iter()

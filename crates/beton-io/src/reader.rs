@@ -295,9 +295,7 @@ impl Reader {
             .map
             .get(self.header.alloc_table_ptr, self.layout.file_size)
             .unwrap_or_default();
-        table
-            .chunks_exact(ALLOC_ROW_SIZE as usize)
-            .map(decode_row)
+        table.chunks_exact(ALLOC_ROW_SIZE as usize).map(decode_row)
     }
 
     /// Size of the allocation starting at `ptr`: when several rows share the pointer (see
@@ -690,7 +688,8 @@ impl Parsed {
             let row_start = self.layout.metadata_offset + sample * itemsize;
             for &(_, f) in &data_fields {
                 let offset = row_start + f.metadata_offset;
-                let b = &region[(offset - base) as usize..(offset - base + f.metadata_itemsize) as usize];
+                let b = &region
+                    [(offset - base) as usize..(offset - base + f.metadata_itemsize) as usize];
                 let meta = FieldMetadata::decode(&f.field_type, b);
                 let bad = |reason: String| Error::InvalidMetadata {
                     path: path.to_path_buf(),

@@ -273,7 +273,8 @@ fn orphan_regions(r: &Reader) -> Vec<[u64; 5]> {
     let mut out = Vec::new();
     for &page in r.page_map().data_pages() {
         let base = page * ps;
-        let page_bytes = &r.bytes().unwrap()[base as usize..(base + ps).min(r.file_size()) as usize];
+        let page_bytes =
+            &r.bytes().unwrap()[base as usize..(base + ps).min(r.file_size()) as usize];
         let mut covered: Vec<(u64, u64)> = r
             .alloc_rows()
             .filter(|a| a.ptr / ps == page && a.size > 0)
@@ -319,8 +320,8 @@ fn orphan_regions_are_exactly_the_recorded_ones() {
             assert_eq!(*f, want);
             // The orphan is a byte-identical copy of the sample's allocation at copy_of_ptr.
             let base = f[0] * r.page_size();
-            let orphan =
-                &r.bytes().unwrap()[(base + u(&x["start"])) as usize..(base + u(&x["end"])) as usize];
+            let orphan = &r.bytes().unwrap()
+                [(base + u(&x["start"])) as usize..(base + u(&x["end"])) as usize];
             assert_eq!(orphan, r.data_at(u(&x["copy_of_ptr"])).unwrap());
             let rows: Vec<_> = r
                 .alloc_rows()

@@ -50,7 +50,10 @@ fn every_fixture_opens_with_the_same_structure_and_no_data_bytes() {
             local.alloc_rows().collect::<Vec<_>>()
         );
         for s in 0..local.num_samples() {
-            assert_eq!(ranged.metadata_row(s).unwrap(), local.metadata_row(s).unwrap());
+            assert_eq!(
+                ranged.metadata_row(s).unwrap(),
+                local.metadata_row(s).unwrap()
+            );
             assert_eq!(
                 ranged.page_map().pages_of_sample(s),
                 local.page_map().pages_of_sample(s)
@@ -108,17 +111,30 @@ fn a_failed_or_short_range_read_is_an_error_naming_the_range() {
             Err(std::io::Error::other("connection reset"))
         }
     };
-    let err = Reader::open_ranges("s3://b/x.beton", bytes.len() as u64, &mut failing, &ReaderOptions::new())
-        .unwrap_err();
+    let err = Reader::open_ranges(
+        "s3://b/x.beton",
+        bytes.len() as u64,
+        &mut failing,
+        &ReaderOptions::new(),
+    )
+    .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with("s3://b/x.beton: cannot read bytes 24.."), "{msg}");
+    assert!(
+        msg.starts_with("s3://b/x.beton: cannot read bytes 24.."),
+        "{msg}"
+    );
     assert!(msg.contains("connection reset"), "{msg}");
 
     let mut short = |start: u64, end: u64| -> std::io::Result<Vec<u8>> {
         Ok(bytes[start as usize..(end as usize - 1)].to_vec())
     };
-    let err = Reader::open_ranges("s3://b/x.beton", bytes.len() as u64, &mut short, &ReaderOptions::new())
-        .unwrap_err();
+    let err = Reader::open_ranges(
+        "s3://b/x.beton",
+        bytes.len() as u64,
+        &mut short,
+        &ReaderOptions::new(),
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "s3://b/x.beton: cannot read bytes 0..24: got 23 bytes"

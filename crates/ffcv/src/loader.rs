@@ -81,6 +81,9 @@ pub enum FilterValue<'a> {
 pub struct LoaderBuilder {
     path: PathBuf,
     reader: Option<Arc<Reader>>,
+    /// The page source of a remote dataset given with [`LoaderBuilder::dataset`].
+    source: Option<Arc<dyn page_cache::PageSource>>,
+    remote: crate::dataset::RemoteConfig,
     batch_size: Option<usize>,
     num_workers: i64,
     order: Order,
@@ -125,6 +128,8 @@ impl LoaderBuilder {
         LoaderBuilder {
             path,
             reader: None,
+            source: None,
+            remote: crate::dataset::RemoteConfig::default(),
             batch_size: None,
             num_workers: -1,
             order: Order::Sequential,
@@ -363,6 +368,23 @@ impl LoaderBuilder {
     pub fn reader(mut self, reader: Arc<Reader>) -> Self {
         self.path = reader.path().to_owned();
         self.reader = Some(reader);
+        self.source = None;
+        self
+    }
+
+    /// Uses an already opened dataset (a local file, or a remote object with its page
+    /// source) instead of opening the path.
+    pub fn dataset(mut self, dataset: crate::Dataset) -> Self {
+        self.path = dataset.reader.path().to_owned();
+        self.reader = Some(dataset.reader);
+        self.source = dataset.source;
+        self
+    }
+
+    /// Timeouts, retries and requests in flight for a remote dataset (`s3://`,
+    /// `http(s)://`); see `docs/remote.md`.
+    pub fn remote_config(mut self, config: crate::dataset::RemoteConfig) -> Self {
+        self.remote = config;
         self
     }
 
@@ -375,7 +397,7 @@ impl LoaderBuilder {
 
     /// Checks the knobs, opens the file, declares every field's pipeline and plans (or
     /// compiles) it, and starts the worker pool.
-    pub fn build(self) -> Result<Loader> {
+    pub fn build(mut self) -> Result<Loader> {
         let batch_size = match self.batch_size {
             None => return Err(self.config_error("batch_size is required")),
             Some(0) => return Err(self.config_error("batch_size must be at least 1")),
@@ -419,10 +441,31 @@ impl LoaderBuilder {
         }
         let known: Vec<&String> = self.decoders.keys().chain(self.pipelines.keys()).collect();
 
-        let reader = match &self.reader {
-            Some(r) => Arc::clone(r),
-            None => Arc::new(Reader::open(&self.path)?),
+        let (reader, source) = match &self.reader {
+            Some(r) => (Arc::clone(r), self.source.clone()),
+            None => {
+                let d = crate::Dataset::open_with(
+                    &self.path,
+                    &beton_io::ReaderOptions::default(),
+                    &self.remote,
+                )?;
+                (d.reader, d.source)
+            }
         };
+        if let Some(s) = &source
+            && self.cache.os_cache
+        {
+            // A remote object cannot be mapped: serve os_cache=True from the process
+            // cache (docs/remote.md), decided here so that every later choice (the
+            // QuasiRandom buffer, the memory budget) sees the cache that runs.
+            tracing::warn!(
+                "{}: os_cache=True needs a memory-mapped local file; this {} source is read \
+                 through the process cache instead (set os_cache=False to silence this)",
+                s.name(),
+                s.kind().name()
+            );
+            self.cache.os_cache = false;
+        }
         let path = reader.path().to_owned();
         for name in known {
             if reader.field_index(name).is_none() {
@@ -521,7 +564,7 @@ impl LoaderBuilder {
         if fields.is_empty() {
             return Err(self.config_error("every field is disabled: a batch would be empty"));
         }
-        let cache = PageCache::new(Arc::clone(&reader), &self.cache)?;
+        let cache = PageCache::with_source(Arc::clone(&reader), source, &self.cache)?;
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
         let gpu = match &self.to_device {
             Some(td) => {

@@ -264,9 +264,7 @@ impl ObjectSource {
             failures: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
         };
-        let meta = source.block_on("HEAD", async {
-            source.store.head(&source.location).await
-        })?;
+        let meta = source.block_on("HEAD", async { source.store.head(&source.location).await })?;
         source.size = meta.size;
         source.e_tag = meta.e_tag;
         source.version = meta.version;

@@ -212,9 +212,15 @@ fn a_missing_object_or_a_bad_url_is_a_clear_error() {
     let url = server.url().replace("multipage", "nothing");
     let err = open_url(&url, &ReaderOptions::new(), &quick()).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with(&format!("{url}: cannot open: HEAD {url}")), "{msg}");
+    assert!(
+        msg.starts_with(&format!("{url}: cannot open: HEAD {url}")),
+        "{msg}"
+    );
     let err = ObjectSource::open("http://", &quick()).unwrap_err();
-    assert!(err.to_string().contains("an HTTP URL names a file"), "{err}");
+    assert!(
+        err.to_string().contains("an HTTP URL names a file"),
+        "{err}"
+    );
     let err = ObjectSource::open("ftp://host/x.beton", &quick()).unwrap_err();
     assert!(err.to_string().contains("not an s3://"), "{err}");
 }
@@ -227,5 +233,8 @@ fn a_reader_opened_from_ranges_needs_its_source() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("give the process cache its page source"), "{err}");
+    assert!(
+        err.contains("give the process cache its page source"),
+        "{err}"
+    );
 }

@@ -42,9 +42,12 @@ fn read_url(url: &str, local: &Reader, after_first: impl FnOnce()) -> Option<Str
         prefetch_ahead: 1,
         ..CacheConfig::default()
     };
-    let cache =
-        PageCache::with_source(Arc::new(reader), Some(source as Arc<dyn PageSource>), &config)
-            .unwrap();
+    let cache = PageCache::with_source(
+        Arc::new(reader),
+        Some(source as Arc<dyn PageSource>),
+        &config,
+    )
+    .unwrap();
     let ids: Vec<u64> = (0..local.num_samples()).collect();
     let batches: Vec<Vec<u64>> = ids.chunks(4).map(<[u64]>::to_vec).collect();
     let mut epoch = cache.schedule_epoch(&batches).unwrap();
@@ -99,14 +102,22 @@ fn s3_objects_read_like_local_files_through_faults() {
         let path = common::fixture(name);
         moto.put("fixtures", name, &std::fs::read(&path).unwrap());
         let local = Reader::open(&path).unwrap();
-        assert_eq!(read_url(&format!("s3://fixtures/{name}"), &local, || {}), None);
+        assert_eq!(
+            read_url(&format!("s3://fixtures/{name}"), &local, || {}),
+            None
+        );
     }
 
     // Transient 503s and resets from the proxy: retried, the epoch completes exactly.
     let path = common::fixture("multipage.beton");
     let local = Reader::open(&path).unwrap();
     let url = "s3://fixtures/multipage.beton";
-    proxy.next(&[Fault::Unavailable, Fault::Drop, Fault::Unavailable, Fault::Cut(300)]);
+    proxy.next(&[
+        Fault::Unavailable,
+        Fault::Drop,
+        Fault::Unavailable,
+        Fault::Cut(300),
+    ]);
     assert_eq!(read_url(url, &local, || {}), None);
 
     // Replaced after batch 0: an error naming the URL and the page; every byte handed
@@ -119,14 +130,23 @@ fn s3_objects_read_like_local_files_through_faults() {
     }
     moto.put("fixtures", "replaced.beton", &original);
     let url = "s3://fixtures/replaced.beton";
-    let err = read_url(url, &local, || moto.put("fixtures", "replaced.beton", &replacement))
-        .expect("the epoch ends with an error");
+    let err = read_url(url, &local, || {
+        moto.put("fixtures", "replaced.beton", &replacement)
+    })
+    .expect("the epoch ends with an error");
     assert!(err.starts_with(&format!("{url}: reading page ")), "{err}");
     assert!(err.contains("changed since it was opened"), "{err}");
 
     // A missing object names the URL.
-    let err = open_url("s3://fixtures/absent.beton", &ReaderOptions::new(), &quick())
-        .unwrap_err()
-        .to_string();
-    assert!(err.starts_with("s3://fixtures/absent.beton: cannot open: HEAD"), "{err}");
+    let err = open_url(
+        "s3://fixtures/absent.beton",
+        &ReaderOptions::new(),
+        &quick(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("s3://fixtures/absent.beton: cannot open: HEAD"),
+        "{err}"
+    );
 }

@@ -221,10 +221,20 @@ fn serve(conn: &mut TcpStream, path: &str, state: &Mutex<FileState>) {
         if fail {
             s.fail_next -= 1;
         }
-        (Arc::clone(&s.content), s.e_tag.clone(), fail, s.honor_if_match)
+        (
+            Arc::clone(&s.content),
+            s.e_tag.clone(),
+            fail,
+            s.honor_if_match,
+        )
     };
     if target != path {
-        return respond(conn, "404 Not Found", &[("Content-Length".into(), "0".into())], b"");
+        return respond(
+            conn,
+            "404 Not Found",
+            &[("Content-Length".into(), "0".into())],
+            b"",
+        );
     }
     if fail {
         let body = b"overloaded";
@@ -246,7 +256,10 @@ fn serve(conn: &mut TcpStream, path: &str, state: &Mutex<FileState>) {
     let total = content.len() as u64;
     let mut headers = vec![
         ("ETag".to_string(), e_tag),
-        ("Last-Modified".into(), "Tue, 01 Dec 2026 12:00:00 GMT".into()),
+        (
+            "Last-Modified".into(),
+            "Tue, 01 Dec 2026 12:00:00 GMT".into(),
+        ),
         ("Accept-Ranges".into(), "bytes".into()),
     ];
     match (method, range) {
@@ -336,7 +349,11 @@ impl FaultProxy {
 
     /// Applies `faults` to the next connections, one each.
     pub fn next(&self, faults: &[Fault]) {
-        self.state.lock().unwrap().queue.extend(faults.iter().copied());
+        self.state
+            .lock()
+            .unwrap()
+            .queue
+            .extend(faults.iter().copied());
     }
 
     /// Applies `fault` to every connection without a queued one.
@@ -454,46 +471,33 @@ impl Moto {
         Err(format!("{} did not answer within 30 s", exe.display()))
     }
 
-    /// Creates `bucket` (once) and uploads `bytes` as `key`, with signed requests
-    /// through `object_store` (moto tells S3 requests from others by their signature).
+    /// Creates `bucket` (if new) and uploads `bytes` as `key`.
     pub fn put(&self, bucket: &str, key: &str, bytes: &[u8]) {
-        use object_store::ObjectStoreExt;
         let (code, body) = self
-            .request_signed(&format!("/{bucket}"))
+            .request_signed(&format!("/{bucket}"), b"")
             .unwrap_or_else(|e| panic!("create bucket {bucket}: {e}"));
         assert!(code == 200 || code == 409, "create bucket: {code} {body}");
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(&self.endpoint)
-            .with_allow_http(true)
-            .with_bucket_name(bucket)
-            .with_region("us-east-1")
-            .with_access_key_id("testing")
-            .with_secret_access_key("testing")
-            .build()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let path = object_store::path::Path::from(key);
-        rt.block_on(store.put(&path, bytes.to_vec().into()))
+        let (code, body) = self
+            .request_signed(&format!("/{bucket}/{key}"), bytes)
             .unwrap_or_else(|e| panic!("upload {bucket}/{key}: {e}"));
+        assert_eq!(code, 200, "upload {bucket}/{key}: {body}");
     }
 
-    /// `PUT /BUCKET` with an AWS-style `Authorization` header moto accepts (it checks
-    /// the service named in the credential scope, not the signature).
-    fn request_signed(&self, path: &str) -> std::io::Result<(u16, String)> {
+    /// `PUT path` with an AWS-style `Authorization` header: moto routes a request to S3
+    /// by the service in its credential scope and does not check the signature.
+    fn request_signed(&self, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
         let mut conn = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))?;
         conn.set_read_timeout(Some(SOCKET_TIMEOUT))?;
         let head = format!(
-            "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\
+            "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
              x-amz-date: 20261201T120000Z\r\nx-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\
              Authorization: AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/s3/aws4_request, \
              SignedHeaders=host, Signature=0000\r\n\r\n",
-            self.addr
+            self.addr,
+            body.len()
         );
         conn.write_all(head.as_bytes())?;
+        conn.write_all(body)?;
         let mut out = Vec::new();
         conn.read_to_end(&mut out)?;
         let text = String::from_utf8_lossy(&out).into_owned();
