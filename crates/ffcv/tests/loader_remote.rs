@@ -60,16 +60,27 @@ fn a_url_loads_the_batches_of_the_local_file_under_every_order() {
                 .build()
                 .unwrap()
         };
-        let local = epoch(&mut build(path.to_str().unwrap(), true)).unwrap();
+        let local = path.to_str().unwrap();
+        let mut mapped = build(local, true);
+        let mut copied = build(local, false);
         // Default os_cache = true: mapped to the process cache for a URL.
         let mut remote = build(&server.url(), true);
-        assert_eq!(epoch(&mut remote).unwrap(), local, "{order:?}");
-        assert_eq!(
-            epoch(&mut remote).unwrap(),
-            epoch(&mut build(path.to_str().unwrap(), false)).unwrap()
-        );
-        let file_url = format!("file://{}", path.display());
-        assert_eq!(epoch(&mut build(&file_url, true)).unwrap(), local);
+        let mut file_url = build(&format!("file://{local}"), true);
+        for e in 0..2 {
+            let want = epoch(&mut mapped).unwrap();
+            assert!(
+                epoch(&mut remote).unwrap() == want,
+                "{order:?} epoch {e}: http differs"
+            );
+            assert!(
+                epoch(&mut copied).unwrap() == want,
+                "{order:?} epoch {e}: process cache differs"
+            );
+            assert!(
+                epoch(&mut file_url).unwrap() == want,
+                "{order:?} epoch {e}: file:// differs"
+            );
+        }
     }
 }
 
