@@ -97,8 +97,9 @@ pub fn rows(
                 run_chunks(&pool, n, &ids, max_len, &read)
             };
             let plain_memcpy = || -> Result<(), String> {
+                let whole = reader.bytes().map_err(|e| e.to_string())?;
                 let copy = |chunk: &[Span], dest: &mut Vec<u8>| {
-                    copy_chunk(reader.bytes(), chunk, dest);
+                    copy_chunk(whole, chunk, dest);
                     Ok(())
                 };
                 run_chunks(&pool, n, &spans, max_len, &copy)
@@ -213,7 +214,7 @@ fn sample_bytes(reader: &Reader, field: usize, sample: u64) -> Result<&[u8], Str
 
 /// The byte range of every sample in `ids`, in that order (each validated through the Reader).
 fn spans(reader: &Reader, field: usize, ids: &[u64]) -> Result<Vec<Span>, String> {
-    let base = reader.bytes().as_ptr() as usize;
+    let base = reader.bytes().map_err(|e| e.to_string())?.as_ptr() as usize;
     ids.iter()
         .map(|&sample| {
             let bytes = sample_bytes(reader, field, sample)?;

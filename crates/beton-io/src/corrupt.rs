@@ -466,7 +466,7 @@ pub fn forge_image_size(
     let index = r
         .field_index(field)
         .ok_or_else(|| format!("no field {field:?}"))?;
-    let base = r.bytes().as_ptr() as usize;
+    let base = r.bytes().map_err(|e| e.to_string())?.as_ptr() as usize;
     let mut out = original.to_vec();
     for sample in 0..r.num_samples() {
         let meta = r.metadata_bytes(sample, index).map_err(|e| e.to_string())?;

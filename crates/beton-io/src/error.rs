@@ -27,6 +27,21 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// Bytes asked of a reader opened from byte ranges (a remote object) that it does not
+    /// hold: only the header, descriptors, metadata and allocation table are read at open.
+    #[error(
+        "{path}: bytes {start}..{end} are not in memory: this reader was opened from byte \
+         ranges (a remote object), so sample data is read through the page cache"
+    )]
+    NotInMemory {
+        /// The file (or URL).
+        path: PathBuf,
+        /// First byte asked for.
+        start: u64,
+        /// End of the range asked for.
+        end: u64,
+    },
+
     /// A structure of the file extends past its end (or is cut short).
     #[error(
         "{path}: truncated: {what} needs bytes {start}..{end} but the file has {file_size} bytes"

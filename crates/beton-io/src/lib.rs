@@ -2,7 +2,8 @@
 //!
 //! # Overview
 //!
-//! - [`Reader`] maps a file read-only, validates its whole structure in [`Reader::open`] and
+//! - [`Reader`] maps a file read-only (or, with [`Reader::open_ranges`], reads only the
+//!   structure of a file served by byte ranges, such as an object in a store), validates its whole structure in [`Reader::open`] and
 //!   then hands out zero-copy views: the [`Header`], the [`Layout`] of its regions, the
 //!   [`Field`]s with their [`FieldType`]s, typed per-sample [`FieldMetadata`], the bytes of an
 //!   allocation ([`Reader::data_at`]) or of a field ([`Reader::field_data`]), and the
@@ -54,6 +55,7 @@ mod format;
 mod json;
 mod mapping;
 mod page_map;
+mod ranged;
 mod reader;
 mod source;
 mod writer;
@@ -68,6 +70,7 @@ pub use format::{
 };
 pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;
+pub use ranged::ReadRange;
 pub use reader::{AllocRow, Field, Reader, ReaderOptions};
 pub use source::{FnSource, SampleSource, from_fn};
 pub use writer::{DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, RgbImage, WriteSummary};

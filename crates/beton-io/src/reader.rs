@@ -136,7 +136,7 @@ impl Reader {
             });
         }
         let map = Mapping::map(file).map_err(io("memory-map"))?;
-        if map.bytes().len() as u64 != file_size {
+        if map.len() != file_size {
             return Err(Error::Io {
                 path,
                 op: "memory-map".into(),
@@ -166,8 +166,12 @@ impl Reader {
         Reader::from_mapping(path, Mapping::Owned(bytes), options)
     }
 
-    fn from_mapping(path: PathBuf, map: Mapping, options: &ReaderOptions) -> Result<Reader> {
-        let parsed = Parsed::parse(&path, map.bytes(), options)?;
+    pub(crate) fn from_mapping(
+        path: PathBuf,
+        map: Mapping,
+        options: &ReaderOptions,
+    ) -> Result<Reader> {
+        let parsed = Parsed::parse(&path, &map, options)?;
         tracing::debug!(
             path = %path.display(),
             samples = parsed.header.num_samples,
@@ -226,9 +230,31 @@ impl Reader {
         self.layout.file_size
     }
 
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        self.map.bytes()
+    /// The whole file, mapped or in memory. A reader opened from byte ranges
+    /// ([`Reader::open_ranges`], a remote object) holds only the file's structure, so
+    /// this is [`Error::NotInMemory`] there: its data is read through a page cache.
+    pub fn bytes(&self) -> Result<&[u8]> {
+        self.map.whole().ok_or_else(|| Error::NotInMemory {
+            path: self.path.clone(),
+            start: 0,
+            end: self.layout.file_size,
+        })
+    }
+
+    /// Whether every byte of the file is at hand ([`Reader::bytes`] succeeds): `false`
+    /// only for a reader opened from byte ranges.
+    pub fn holds_data(&self) -> bool {
+        self.map.whole().is_some()
+    }
+
+    /// Bytes `start..end` of the file, from the map or, for a reader opened from byte
+    /// ranges, the structural regions it holds ([`Error::NotInMemory`] elsewhere).
+    pub fn range(&self, start: u64, end: u64) -> Result<&[u8]> {
+        self.held(start, end)
+    }
+
+    fn held(&self, start: u64, end: u64) -> Result<&[u8]> {
+        held(&self.map, &self.path, start, end)
     }
 
     /// The fields in file order.
@@ -244,16 +270,16 @@ impl Reader {
     /// The 1024-byte argument block of field `field`.
     pub fn field_arguments(&self, field: usize) -> Result<&[u8]> {
         self.check_field(field)?;
-        let start = HEADER_SIZE as usize + field * FIELD_DESC_SIZE as usize + 1 + NAME_SIZE;
-        Ok(&self.bytes()[start..start + ARGS_SIZE])
+        let start = HEADER_SIZE + field as u64 * FIELD_DESC_SIZE + 1 + NAME_SIZE as u64;
+        self.held(start, start + ARGS_SIZE as u64)
     }
 
     /// The whole metadata row of `sample`.
     pub fn metadata_row(&self, sample: u64) -> Result<&[u8]> {
         self.check_sample(sample)?;
         // In bounds: open() checked metadata_offset + num_samples * itemsize <= file size.
-        let start = (self.layout.metadata_offset + sample * self.layout.metadata_itemsize) as usize;
-        Ok(&self.bytes()[start..start + self.layout.metadata_itemsize as usize])
+        let start = self.layout.metadata_offset + sample * self.layout.metadata_itemsize;
+        self.held(start, start + self.layout.metadata_itemsize)
     }
 
     /// The metadata bytes of one field of one sample.
@@ -273,10 +299,12 @@ impl Reader {
 
     /// The allocation table in file order.
     pub fn alloc_rows(&self) -> impl Iterator<Item = AllocRow> + '_ {
-        let start = self.header.alloc_table_ptr as usize;
-        self.bytes()[start..]
-            .chunks_exact(ALLOC_ROW_SIZE as usize)
-            .map(decode_row)
+        // Every kind of reader holds the (validated) table, so the fallback never applies.
+        let table = self
+            .map
+            .get(self.header.alloc_table_ptr, self.layout.file_size)
+            .unwrap_or_default();
+        table.chunks_exact(ALLOC_ROW_SIZE as usize).map(decode_row)
     }
 
     /// Size of the allocation starting at `ptr`: when several rows share the pointer (see
@@ -294,8 +322,8 @@ impl Reader {
             path: self.path.clone(),
             ptr,
         })?;
-        // In bounds: open() checked ptr + size <= alloc_table_ptr for every row.
-        Ok(&self.bytes()[ptr as usize..(ptr + size) as usize])
+        // In the file: open() checked ptr + size <= alloc_table_ptr for every row.
+        self.held(ptr, ptr + size)
     }
 
     /// The handler of field `field` when it is a custom field opened with
@@ -362,7 +390,7 @@ impl Reader {
             return Ok(None);
         };
         // open() checked that every pointer resolves and that len fits in its allocation.
-        Ok(Some(&self.bytes()[ptr as usize..(ptr + len) as usize]))
+        self.held(ptr, ptr + len).map(Some)
     }
 
     /// The JSON value of a JSON field: the stored text (up to its NUL) parsed as Python's
@@ -470,10 +498,14 @@ struct Parsed {
 }
 
 impl Parsed {
-    fn parse(path: &Path, bytes: &[u8], options: &ReaderOptions) -> Result<Parsed> {
+    fn parse(path: &Path, map: &Mapping, options: &ReaderOptions) -> Result<Parsed> {
         let p = || path.to_path_buf();
-        let file_size = bytes.len() as u64;
-        let header = Header::decode(bytes[..24].try_into().expect("checked length"));
+        let file_size = map.len();
+        let header = Header::decode(
+            held(map, path, 0, HEADER_SIZE)?
+                .try_into()
+                .expect("HEADER_SIZE bytes"),
+        );
         if header.version != VERSION {
             return Err(Error::UnsupportedVersion {
                 path: p(),
@@ -514,7 +546,7 @@ impl Parsed {
             });
         }
 
-        let parsed_fields = parse_fields(path, bytes, num_fields, options)?;
+        let parsed_fields = parse_fields(path, map, num_fields, options)?;
         let members: Vec<(u64, u64)> = parsed_fields
             .iter()
             .map(|p| (p.field.metadata_itemsize, p.align))
@@ -591,7 +623,7 @@ impl Parsed {
         // Rows: the count is bounded by the file size, so these vectors are too.
         let mut allocs = Vec::with_capacity(alloc_table_rows as usize);
         let mut pairs = Vec::with_capacity(alloc_table_rows as usize);
-        for (i, chunk) in bytes[table as usize..]
+        for (i, chunk) in held(map, path, table, file_size)?
             .chunks_exact(ALLOC_ROW_SIZE as usize)
             .enumerate()
         {
@@ -660,13 +692,13 @@ impl Parsed {
             allocs,
             page_map,
         };
-        parsed.check_metadata(path, bytes)?;
+        parsed.check_metadata(path, map)?;
         Ok(parsed)
     }
 
     /// Checks that every data pointer in the metadata starts an allocation large enough for
     /// what the field says it holds.
-    fn check_metadata(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+    fn check_metadata(&self, path: &Path, map: &Mapping) -> Result<()> {
         let data_fields: Vec<(usize, &Field)> = self
             .fields
             .iter()
@@ -677,11 +709,14 @@ impl Parsed {
             return Ok(());
         }
         let itemsize = self.layout.metadata_itemsize;
+        let base = self.layout.metadata_offset;
+        let region = held(map, path, base, base + self.layout.metadata_size)?;
         for sample in 0..self.header.num_samples {
             let row_start = self.layout.metadata_offset + sample * itemsize;
             for &(i, f) in &data_fields {
                 let offset = row_start + f.metadata_offset;
-                let b = &bytes[offset as usize..(offset + f.metadata_itemsize) as usize];
+                let b = &region
+                    [(offset - base) as usize..(offset - base + f.metadata_itemsize) as usize];
                 let bad = |reason: String| Error::InvalidMetadata {
                     path: path.to_path_buf(),
                     sample,
@@ -723,17 +758,17 @@ impl Parsed {
 
 /// One parsed descriptor: the field (with `metadata_offset` still 0), the alignment of its
 /// metadata (from which the caller lays out the row), its extent rule and custom handler.
-struct ParsedField {
-    field: Field,
-    align: u64,
-    rule: ExtentRule,
-    custom: Option<Arc<dyn CustomHandler>>,
+pub(crate) struct ParsedField {
+    pub(crate) field: Field,
+    pub(crate) align: u64,
+    pub(crate) rule: ExtentRule,
+    pub(crate) custom: Option<Arc<dyn CustomHandler>>,
 }
 
 /// Parses the field descriptors.
-fn parse_fields(
+pub(crate) fn parse_fields(
     path: &Path,
-    bytes: &[u8],
+    map: &Mapping,
     num_fields: usize,
     options: &ReaderOptions,
 ) -> Result<Vec<ParsedField>> {
@@ -741,7 +776,7 @@ fn parse_fields(
     let mut seen = HashSet::new();
     for index in 0..num_fields {
         let offset = HEADER_SIZE + index as u64 * FIELD_DESC_SIZE;
-        let desc = &bytes[offset as usize..(offset + FIELD_DESC_SIZE) as usize];
+        let desc = held(map, path, offset, offset + FIELD_DESC_SIZE)?;
         let type_id = desc[0];
         let name_bytes = &desc[1..1 + NAME_SIZE];
         let args = &desc[1 + NAME_SIZE..];
@@ -838,4 +873,13 @@ fn parse_fields(
         fields.push(parsed);
     }
     Ok(fields)
+}
+
+/// Bytes `start..end` of `map`, or [`Error::NotInMemory`] when they are not held.
+fn held<'a>(map: &'a Mapping, path: &Path, start: u64, end: u64) -> Result<&'a [u8]> {
+    map.get(start, end).ok_or_else(|| Error::NotInMemory {
+        path: path.to_path_buf(),
+        start,
+        end,
+    })
 }

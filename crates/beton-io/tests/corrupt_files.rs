@@ -19,7 +19,7 @@ fn read_everything(r: &Reader) {
     let _ = (
         r.header(),
         r.layout(),
-        r.bytes().len(),
+        r.bytes().unwrap().len(),
         r.page_map().num_pages(),
     );
     for a in r.alloc_rows() {

@@ -99,7 +99,7 @@ fn header_and_layout_match() {
             u(&l["alloc_table_size_bytes"])
         );
         assert_eq!(r.file_size(), u(&e["file_size"]));
-        assert_eq!(sha(r.bytes()), e["file_sha256"].as_str().unwrap());
+        assert_eq!(sha(r.bytes().unwrap()), e["file_sha256"].as_str().unwrap());
     }
 }
 
@@ -153,7 +153,7 @@ fn metadata_region_and_every_column_match() {
     for name in NAMES {
         let (r, e) = load(name);
         let l = r.layout();
-        let region = &r.bytes()[l.metadata_offset as usize..][..l.metadata_size as usize];
+        let region = &r.bytes().unwrap()[l.metadata_offset as usize..][..l.metadata_size as usize];
         assert_eq!(region, b64(&e["metadata_b64"]).as_slice());
         let cols = &e["metadata_columns"];
         for (fi, f) in r.fields().iter().enumerate() {
@@ -273,7 +273,8 @@ fn orphan_regions(r: &Reader) -> Vec<[u64; 5]> {
     let mut out = Vec::new();
     for &page in r.page_map().data_pages() {
         let base = page * ps;
-        let page_bytes = &r.bytes()[base as usize..(base + ps).min(r.file_size()) as usize];
+        let page_bytes =
+            &r.bytes().unwrap()[base as usize..(base + ps).min(r.file_size()) as usize];
         let mut covered: Vec<(u64, u64)> = r
             .alloc_rows()
             .filter(|a| a.ptr / ps == page && a.size > 0)
@@ -319,8 +320,8 @@ fn orphan_regions_are_exactly_the_recorded_ones() {
             assert_eq!(*f, want);
             // The orphan is a byte-identical copy of the sample's allocation at copy_of_ptr.
             let base = f[0] * r.page_size();
-            let orphan =
-                &r.bytes()[(base + u(&x["start"])) as usize..(base + u(&x["end"])) as usize];
+            let orphan = &r.bytes().unwrap()
+                [(base + u(&x["start"])) as usize..(base + u(&x["end"])) as usize];
             assert_eq!(orphan, r.data_at(u(&x["copy_of_ptr"])).unwrap());
             let rows: Vec<_> = r
                 .alloc_rows()

@@ -304,7 +304,7 @@ fn a_later_field_that_does_not_fit_restarts_the_sample_on_a_fresh_page() {
     // The abandoned copy of sample 1's `a` stays in page 1, right after sample 0.
     let orphan_at = (p1 + big as u64 + 10) as usize;
     assert_eq!(
-        &r.bytes()[orphan_at..orphan_at + 100_000],
+        &r.bytes().unwrap()[orphan_at..orphan_at + 100_000],
         &vec![3u8; 100_000][..]
     );
     assert_eq!(r.read_sample(1).unwrap(), samples[1]);

@@ -79,6 +79,9 @@ impl From<OrderKind> for Order {
 pub struct LoaderBuilder {
     path: PathBuf,
     reader: Option<Arc<Reader>>,
+    /// The page source of a remote dataset given with [`LoaderBuilder::dataset`].
+    source: Option<Arc<dyn page_cache::PageSource>>,
+    remote: crate::dataset::RemoteConfig,
     batch_size: Option<usize>,
     num_workers: i64,
     order: Order,
@@ -127,6 +130,8 @@ impl LoaderBuilder {
         LoaderBuilder {
             path,
             reader: None,
+            source: None,
+            remote: crate::dataset::RemoteConfig::default(),
             batch_size: None,
             num_workers: -1,
             order: Order::Sequential,
@@ -388,6 +393,23 @@ impl LoaderBuilder {
     pub fn reader(mut self, reader: Arc<Reader>) -> Self {
         self.path = reader.path().to_owned();
         self.reader = Some(reader);
+        self.source = None;
+        self
+    }
+
+    /// Uses an already opened dataset (a local file, or a remote object with its page
+    /// source) instead of opening the path.
+    pub fn dataset(mut self, dataset: crate::Dataset) -> Self {
+        self.path = dataset.reader.path().to_owned();
+        self.reader = Some(dataset.reader);
+        self.source = dataset.source;
+        self
+    }
+
+    /// Timeouts, retries and requests in flight for a remote dataset (`s3://`,
+    /// `http(s)://`); see `docs/remote.md`.
+    pub fn remote_config(mut self, config: crate::dataset::RemoteConfig) -> Self {
+        self.remote = config;
         self
     }
 
@@ -401,9 +423,24 @@ impl LoaderBuilder {
     /// The steps of [`LoaderBuilder::build`] up to the loader handle: checks the knobs,
     /// opens the file, makes the epoch order, starts the worker pool, declares and plans
     /// every field's pipeline, and sets up the page cache and the batch slots.
-    pub(crate) fn run_state(self) -> Result<Built> {
+    pub(crate) fn run_state(mut self) -> Result<Built> {
         let knobs = self.check_knobs()?;
-        let reader = self.open_reader()?;
+        let (reader, source) = self.open_reader()?;
+        if let Some(s) = &source
+            && self.os_cache
+        {
+            // A remote object cannot be mapped: serve os_cache=True from the process
+            // cache (docs/remote.md), decided here so that every later choice (the
+            // QuasiRandom buffer, the memory budget) sees the cache that runs.
+            tracing::warn!(
+                "{}: os_cache=True needs a memory-mapped local file; this {} source is read \
+                 through the process cache instead (set os_cache=False to silence this)",
+                s.name(),
+                s.kind().name()
+            );
+            self.os_cache = false;
+            self.check_knobs()?;
+        }
         let path = reader.path().to_owned();
         let distributed = if self.distributed {
             Some(Distributed::new(self.world_size, self.rank)?)
@@ -422,7 +459,8 @@ impl LoaderBuilder {
         if fields.is_empty() {
             return Err(self.config_error("every field is disabled: a batch would be empty"));
         }
-        let cache = PageCache::new(Arc::clone(&reader), &self.cache_policy_in_use())?;
+        let cache =
+            PageCache::with_source(Arc::clone(&reader), source, &self.cache_policy_in_use())?;
         let outputs: Arc<[OutputInfo]> = fields.iter().map(|f| f.output.clone()).collect();
         let (slots, gpu) = self.slot_pool(&outputs, knobs.batch_size, seed)?;
         crate::run_state::slot_sizes(&path, &outputs, knobs.batch_size)?;
@@ -517,11 +555,20 @@ impl LoaderBuilder {
         })
     }
 
-    /// Step 2: the reader (given or opened), with every field a pipeline names.
-    fn open_reader(&self) -> Result<Arc<Reader>> {
-        let reader = match &self.reader {
-            Some(r) => Arc::clone(r),
-            None => Arc::new(Reader::open(&self.path)?),
+    /// Step 2: the reader (given or opened: a path, `file://` or a remote URL) and, for a
+    /// remote dataset, its page source, with every field a pipeline names.
+    #[allow(clippy::type_complexity)]
+    fn open_reader(&self) -> Result<(Arc<Reader>, Option<Arc<dyn page_cache::PageSource>>)> {
+        let (reader, source) = match &self.reader {
+            Some(r) => (Arc::clone(r), self.source.clone()),
+            None => {
+                let d = crate::Dataset::open_with(
+                    &self.path,
+                    &beton_io::ReaderOptions::default(),
+                    &self.remote,
+                )?;
+                (d.reader, d.source)
+            }
         };
         for name in self.decoders.keys().chain(self.pipelines.keys()) {
             if reader.field_index(name).is_none() {
@@ -532,7 +579,7 @@ impl LoaderBuilder {
                 )));
             }
         }
-        Ok(reader)
+        Ok((reader, source))
     }
 
     /// Step 3: the seed, given or drawn.

@@ -64,6 +64,7 @@ mod batch_fill;
 mod batch_slots;
 mod builder;
 mod cpus;
+pub mod dataset;
 pub mod decode;
 mod epoch;
 mod error;
@@ -77,6 +78,7 @@ pub mod transform_spec;
 pub mod transforms;
 
 pub use beton_io as format;
+pub use dataset::{Dataset, Location, RemoteConfig};
 pub use page_cache;
 pub use pipeline_jit as jit;
 pub use rgb_image as image;

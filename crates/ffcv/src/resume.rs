@@ -327,14 +327,17 @@ fn fixed_part(
     ctx: &ResumeContext,
     pipelines: Vec<PipelineFingerprint>,
 ) -> LoaderState {
-    let bytes = reader.bytes();
     let mut tables = Sha256::new();
     // The header and field descriptors run up to the metadata; the allocation table
-    // from its pointer to the end. The reader checked both ranges when it opened.
-    let descriptors_end = usize::try_from(reader.layout().metadata_offset).unwrap_or(usize::MAX);
-    let table_start = usize::try_from(reader.header().alloc_table_ptr).unwrap_or(usize::MAX);
-    tables.update(bytes.get(..descriptors_end).unwrap_or(bytes));
-    tables.update(bytes.get(table_start..).unwrap_or_default());
+    // from its pointer to the end. The reader checked both ranges when it opened, and
+    // holds them even when opened from byte ranges (a remote object).
+    let layout = reader.layout();
+    tables.update(reader.range(0, layout.metadata_offset).unwrap_or_default());
+    tables.update(
+        reader
+            .range(reader.header().alloc_table_ptr, layout.file_size)
+            .unwrap_or_default(),
+    );
     let mut ids = Sha256::new();
     for &i in indices {
         ids.update(i.to_le_bytes());

@@ -68,7 +68,10 @@ mod page_slots;
 mod policy;
 mod process;
 mod readers;
+#[cfg(feature = "remote")]
+pub mod remote;
 mod schedule;
+mod source;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +88,7 @@ pub use os::{OsCache, OsEpoch};
 pub use policy::{CachePolicy, OsAdvice, OsConfig, ProcessConfig};
 pub use process::{ProcessCache, ProcessEpoch};
 pub use schedule::{PageSchedule, ScheduledPage};
+pub use source::{LocalSource, PageSource, SourceKind};
 
 /// A snapshot of a cache's counters (all zero for the OS cache, which loads nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,7 +129,50 @@ pub enum PageCache {
 impl PageCache {
     /// Builds the cache `policy` names, with its knobs.
     pub fn new(reader: Arc<Reader>, policy: &CachePolicy) -> Result<PageCache> {
+        PageCache::with_source(reader, None, policy)
+    }
+
+    /// As [`PageCache::new`], with the pages of a remote object read from `source`.
+    ///
+    /// A remote object cannot be memory-mapped, so the OS cache (`CachePolicy::Os`) is
+    /// served by the process cache with its default knobs, with a warning (FFCV's default
+    /// is `os_cache = true`; refusing it would fail every loader built with defaults over
+    /// a URL). Callers that know the user's process-cache knobs (the facade's builder)
+    /// pass `CachePolicy::Process` themselves.
+    pub fn with_source(
+        reader: Arc<Reader>,
+        source: Option<Arc<dyn PageSource>>,
+        policy: &CachePolicy,
+    ) -> Result<PageCache> {
+        if let Some(s) = &source {
+            let config = match policy {
+                CachePolicy::Process(config) => config.clone(),
+                CachePolicy::Os(_) => {
+                    tracing::warn!(
+                        url = s.name(),
+                        "os_cache=True needs a memory-mapped local file; {} is a {} source, so \
+                         it is read through the process cache (set os_cache=False to silence \
+                         this)",
+                        s.name(),
+                        s.kind().name()
+                    );
+                    ProcessConfig::default()
+                }
+            };
+            return Ok(PageCache::Process(ProcessCache::with_source(
+                reader, source, &config,
+            )?));
+        }
         Ok(match policy {
+            CachePolicy::Os(_) if !reader.holds_data() => {
+                return Err(Error::Open {
+                    path: reader.path().to_owned(),
+                    source: std::io::Error::other(
+                        "the reader was opened from byte ranges; give the process cache its \
+                         page source",
+                    ),
+                });
+            }
             CachePolicy::Os(config) => PageCache::Os(OsCache::new(reader, config)),
             CachePolicy::Process(config) => PageCache::Process(ProcessCache::new(reader, config)?),
         })

@@ -56,7 +56,11 @@ impl OsCache {
         let advice = self.advice_for(batches);
         if let Some(a) = advice {
             let start = self.reader.layout().data_region_start as usize;
-            if let Err(e) = advise(self.reader.bytes(), start, a) {
+            let advised = match self.reader.bytes() {
+                Ok(bytes) => advise(bytes, start, a),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = advised {
                 tracing::debug!(advice = ?a, error = %e, "madvise refused");
             } else {
                 tracing::debug!(advice = ?a, "madvise applied to the data region");
@@ -159,7 +163,7 @@ impl OsEpoch {
         usize::try_from(ptr)
             .ok()
             .zip(usize::try_from(len).ok())
-            .and_then(|(p, l)| self.reader.bytes().get(p..p.checked_add(l)?))
+            .and_then(|(p, l)| self.reader.bytes().ok()?.get(p..p.checked_add(l)?))
             .ok_or_else(|| Error::ExtentOutsideFile {
                 path: self.reader.path().to_owned(),
                 ptr,
@@ -178,7 +182,9 @@ impl Drop for OsEpoch {
         // Leave the map as we found it for other users of the same reader.
         if matches!(self.advice, Some(a) if a != Advice::Normal) {
             let start = self.reader.layout().data_region_start as usize;
-            let _ = advise(self.reader.bytes(), start, Advice::Normal);
+            if let Ok(bytes) = self.reader.bytes() {
+                let _ = advise(bytes, start, Advice::Normal);
+            }
         }
     }
 }

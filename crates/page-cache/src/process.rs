@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::page_slots::{SlotArena, SlotOwner, SlotState};
 use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
 use crate::schedule::PageSchedule;
+use crate::source::PageSource;
 use crate::{CacheStats, ProcessConfig};
 
 const NO_SLOT: u32 = u32::MAX;
@@ -59,16 +60,48 @@ impl ProcessCache {
     /// reads (with `O_DIRECT` if `config.direct_io`, falling back to buffered reads if
     /// refused) Allocates no slot memory yet.
     pub fn new(reader: Arc<Reader>, config: &ProcessConfig) -> Result<ProcessCache> {
+        ProcessCache::with_source(reader, None, config)
+    }
+
+    /// As [`ProcessCache::new`], reading pages from `source` when given (a remote
+    /// object, whose `reader` was opened from its byte ranges): then `direct_io` and
+    /// `map_pages` do not apply, and the reader threads are at least the source's
+    /// [`PageSource::preferred_concurrency`], so that many range requests are in
+    /// flight; the slots the schedule may fill, checked against the memory budget as
+    /// always, bound them.
+    pub fn with_source(
+        reader: Arc<Reader>,
+        source: Option<Arc<dyn PageSource>>,
+        config: &ProcessConfig,
+    ) -> Result<ProcessCache> {
         let path = reader.path().to_owned();
-        let (file, direct_io_fallback) = PageFile::open(
-            &path,
-            config.direct_io,
-            config.map_pages.then(|| Arc::clone(&reader)),
-        )
-        .map_err(|source| Error::Open {
+        let opened = match &source {
+            Some(s) => {
+                if config.direct_io || config.map_pages {
+                    tracing::warn!(
+                        url = s.name(),
+                        "direct_io and map_pages apply to local files only; ignored for a remote source"
+                    );
+                }
+                PageFile::from_source(Arc::clone(s)).map(|f| (f, None))
+            }
+            None if !reader.holds_data() => Err(std::io::Error::other(
+                "the reader was opened from byte ranges; give the process cache its page source",
+            )),
+            None => PageFile::open(
+                &path,
+                config.direct_io,
+                config.map_pages.then(|| Arc::clone(&reader)),
+            ),
+        };
+        let (file, direct_io_fallback) = opened.map_err(|source| Error::Open {
             path: path.clone(),
             source,
         })?;
+        let reader_threads = match &source {
+            Some(s) => config.reader_threads.max(s.preferred_concurrency()),
+            None => config.reader_threads,
+        };
         if let Some(why) = &direct_io_fallback {
             tracing::warn!(path = %path.display(), reason = %why, "O_DIRECT unavailable; using buffered page reads");
         }
@@ -95,7 +128,7 @@ impl ProcessCache {
                 file: Arc::new(file),
                 direct_io_fallback,
                 prefetch_ahead: config.prefetch_ahead,
-                reader_threads: config.reader_threads.max(1),
+                reader_threads: reader_threads.max(1),
                 max_memory: config.max_memory,
                 retain: (config.retain_pages || config.hold_all_pages) && !config.map_pages,
                 hold_all: config.hold_all_pages && !config.map_pages,
@@ -115,6 +148,12 @@ impl ProcessCache {
     /// The reader this cache serves.
     pub fn reader(&self) -> &Arc<Reader> {
         &self.inner.reader
+    }
+
+    /// The source pages are read from when it is not the reader's local file (a remote
+    /// object), for its kind and counters.
+    pub fn source(&self) -> Option<&Arc<dyn PageSource>> {
+        self.inner.file.source()
     }
 
     /// Whether page reads bypass the OS page cache (`O_DIRECT` asked for and accepted).
@@ -620,7 +659,7 @@ impl ProcessEpoch {
             let end = (start + page_len(inner, page)).min(inner.file_size);
             inner
                 .reader
-                .bytes()
+                .bytes()?
                 .get(start as usize..end as usize)
                 .ok_or_else(crosses)?
         } else {

@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use beton_io::Reader;
 
 use crate::page_slots::{Fill, SlotOwner, SlotState, SlotWriters};
+use crate::source::PageSource;
 
 /// Alignment `O_DIRECT` needs for offsets, lengths and buffers on common filesystems.
 pub(crate) const DIRECT_ALIGN: usize = 4096;
@@ -28,6 +29,9 @@ pub(crate) struct PageFile {
     /// With `map_pages`: the reader whose map serves the pages; readers only make them
     /// resident (never with `direct`).
     map: Option<Arc<Reader>>,
+    /// Set for a file that is not local (an object in a store): every page read goes
+    /// through it, and `file` is unused.
+    source: Option<Arc<dyn PageSource>>,
     path: PathBuf,
 }
 
@@ -45,6 +49,7 @@ impl PageFile {
                 file,
                 direct: false,
                 map: map.clone(),
+                source: None,
                 path: path.to_owned(),
             })
         };
@@ -57,6 +62,7 @@ impl PageFile {
                     file,
                     direct: true,
                     map: None,
+                    source: None,
                     path: path.to_owned(),
                 };
                 // Some filesystems accept the flag at open and refuse the reads.
@@ -69,6 +75,26 @@ impl PageFile {
             }
             Err(e) => Ok((buffered()?, Some(format!("O_DIRECT open refused: {e}")))),
         }
+    }
+
+    /// Page reads through `source` (a remote object): no descriptor of our own, no
+    /// `O_DIRECT`, no map.
+    pub(crate) fn from_source(source: Arc<dyn PageSource>) -> io::Result<PageFile> {
+        // Never read: every read_page goes to the source. /dev/null keeps the field a
+        // plain File instead of an Option threaded through the local paths.
+        let file = File::open("/dev/null")?;
+        Ok(PageFile {
+            file,
+            direct: false,
+            map: None,
+            path: PathBuf::from(source.name()),
+            source: Some(source),
+        })
+    }
+
+    /// The remote source pages are read from, if any.
+    pub(crate) fn source(&self) -> Option<&Arc<dyn PageSource>> {
+        self.source.as_ref()
     }
 
     /// Whether reads bypass the OS page cache.
@@ -89,6 +115,10 @@ impl PageFile {
     /// returns the bytes transferred from storage (more than `len` with `O_DIRECT`,
     /// which reads whole 4 KiB blocks).
     fn read_page(&self, buf: &mut [u8], offset: u64, len: usize) -> io::Result<usize> {
+        if let Some(source) = &self.source {
+            source.read_at(offset, &mut buf[..len])?;
+            return Ok(len);
+        }
         if !self.direct {
             // Measured: a cold 8 MiB pread in small readahead windows is several times
             // slower than after asking for the whole range at once.
@@ -390,7 +420,8 @@ impl ThreadCtx {
                 job.page,
                 |_| {
                     let start = usize::try_from(job.offset).unwrap_or(usize::MAX);
-                    crate::advice::populate(reader.bytes(), start, job.len)?;
+                    let bytes = reader.bytes().map_err(io::Error::other)?;
+                    crate::advice::populate(bytes, start, job.len)?;
                     Ok(0)
                 },
                 &account,

@@ -328,7 +328,8 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
     } else {
         // The default decoder of a transformed field depends on its type: read the file once
         // here and hand the same reader to the loader.
-        let reader = std::sync::Arc::new(beton_io::Reader::open(&args.file)?);
+        let dataset = ffcv::Dataset::open(&args.file)?;
+        let reader = std::sync::Arc::clone(&dataset.reader);
         let decoders: Vec<(String, DecoderChoice)> = args
             .decoder
             .iter()
@@ -336,7 +337,7 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
             .collect();
         b = crate::pipeline_args::apply(b, &reader, &decoders, &args.transform)
             .map_err(CliError::Usage)?
-            .reader(reader);
+            .dataset(dataset);
     }
     if let Some(path) = &args.resume {
         b = b.resume(crate::state_file::read(path)?);

@@ -458,7 +458,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             args.rank, args.world_size
         )));
     }
-    let reader = Reader::open(&args.file)?;
+    let reader = ffcv::Dataset::open(&args.file)?.reader;
     let file = file_facts(&reader, &args.decoders, &args.transforms)?;
     // The decoders measured and recommended: the user's, and the doctor's fallbacks.
     let mut effective = args.clone();

@@ -60,9 +60,13 @@ fn print_extension(field: &SampleField<'_>) -> Option<Result<JsonValue>> {
     }
 }
 
+/// The largest remote object `dump` reads into memory (4 GiB).
+const DUMP_MAX_REMOTE_BYTES: u64 = 1 << 32;
+
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
-    let reader = Reader::open(&args.file)?;
+    // dump reads every selected sample in turn: a remote object is read whole, once.
+    let reader = ffcv::Dataset::open(&args.file)?.into_whole(DUMP_MAX_REMOTE_BYTES)?;
     let selected = select_fields(&reader, args.fields.as_deref())?;
     let num_samples = reader.num_samples();
     if args.start > num_samples {

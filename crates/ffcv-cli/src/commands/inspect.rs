@@ -20,7 +20,7 @@ pub struct InspectArgs {
 
 /// Runs `ffcv inspect`.
 pub fn run(args: &InspectArgs) -> Result<()> {
-    let reader = Reader::open(&args.file)?;
+    let reader = ffcv::Dataset::open(&args.file)?.reader;
     let text = if args.json {
         format!("{}\n", summary(&reader))
     } else {

@@ -246,7 +246,9 @@ fn sized_buffer(
 
 /// Computes the order `args` describe (the sample ids of the epoch on this rank).
 pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
-    let reader = beton_io::Reader::open(&args.file).map_err(CliError::from)?;
+    let reader = ffcv::Dataset::open(&args.file)
+        .map_err(CliError::from)?
+        .reader;
     let num_samples = reader.num_samples();
 
     let indices = match &args.indices {

@@ -60,12 +60,12 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
     } else {
         // A transformed field's default decoder depends on its type, so the file is read
         // here and the same reader handed to the loader.
-        let reader = std::sync::Arc::new(
-            beton_io::Reader::open(&args.file).map_err(|err| RunError::other(err.to_string()))?,
-        );
+        let dataset =
+            ffcv::Dataset::open(&args.file).map_err(|err| RunError::other(err.to_string()))?;
+        let reader = std::sync::Arc::clone(&dataset.reader);
         builder = crate::pipeline_args::apply(builder, &reader, &decoders, &args.transforms)
             .map_err(RunError::other)?
-            .reader(reader);
+            .dataset(dataset);
     }
     builder.build().map_err(|err| RunError::from_loader(&err))
 }

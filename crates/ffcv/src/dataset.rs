@@ -1,0 +1,142 @@
+//! A `.beton` named by a path or a URL, opened: its reader and, for an object in a store,
+//! the page source its sample data comes from. `Loader::builder` and the CLI open their
+//! file through [`Dataset::open`], so every front end accepts the same names.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use beton_io::{Reader, ReaderOptions};
+use page_cache::PageSource;
+
+use crate::error::{Error, Result};
+
+#[cfg(feature = "remote")]
+pub use page_cache::remote::RemoteConfig;
+
+/// Timeouts and retries of remote reads (this build has no remote support, so this is
+/// empty and never used).
+#[cfg(not(feature = "remote"))]
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemoteConfig {}
+
+/// What a name given to [`Dataset::open`] means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// A local file (a plain path, or a `file://` URL with the scheme removed).
+    Local(&'a str),
+    /// An object in a store: `s3://`, `http://`, `https://`.
+    Remote(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// Classifies `name`: `file://PATH` and plain paths are local; `s3://`, `s3a://`,
+    /// `http://` and `https://` are remote; any other `SCHEME://` is still a path (a
+    /// directory may be called that), which then fails to open with its own error.
+    pub fn parse(name: &'a str) -> Location<'a> {
+        if let Some(path) = name.strip_prefix("file://") {
+            return Location::Local(path);
+        }
+        let scheme = name.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("s3" | "s3a" | "http" | "https") => Location::Remote(name),
+            _ => Location::Local(name),
+        }
+    }
+}
+
+/// An opened `.beton`: the validated reader and, for a remote object, where its pages
+/// are read from.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The reader (for a remote object, opened from byte ranges: structure only).
+    pub reader: Arc<Reader>,
+    /// The page source of a remote object; `None` for a local file, read through the
+    /// reader's map.
+    pub source: Option<Arc<dyn PageSource>>,
+}
+
+impl Dataset {
+    /// Opens `path` (a path, `file://…`, `s3://bucket/key`, `http(s)://host/path`) with
+    /// default timeouts and retries.
+    pub fn open(path: impl AsRef<Path>) -> Result<Dataset> {
+        Dataset::open_with(path, &ReaderOptions::default(), &RemoteConfig::default())
+    }
+
+    /// Opens `path` with reader options and remote timeouts and retries.
+    ///
+    /// S3 configuration comes from the standard environment variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, …), see `docs/remote.md`.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &ReaderOptions,
+        remote: &RemoteConfig,
+    ) -> Result<Dataset> {
+        let path = path.as_ref();
+        let Some(name) = path.to_str() else {
+            return Ok(Dataset::local(Reader::open_with(path, options)?));
+        };
+        match Location::parse(name) {
+            Location::Local(p) => Ok(Dataset::local(Reader::open_with(p, options)?)),
+            Location::Remote(url) => open_remote(url, options, remote),
+        }
+    }
+
+    fn local(reader: Reader) -> Dataset {
+        Dataset {
+            reader: Arc::new(reader),
+            source: None,
+        }
+    }
+
+    /// Whether the data is read from a remote source.
+    pub fn is_remote(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// The whole file as a reader of bytes in memory, for tools that read every sample
+    /// one by one (`ffcv dump`): a local reader is returned as it is; a remote object is
+    /// read in one request, refused above `max_bytes`.
+    pub fn into_whole(self, max_bytes: u64) -> Result<Arc<Reader>> {
+        let Some(source) = self.source else {
+            return Ok(self.reader);
+        };
+        let path = self.reader.path().to_owned();
+        let len = source.len();
+        if len > max_bytes {
+            return Err(Error::Config {
+                path,
+                reason: format!(
+                    "the {len}-byte remote object is larger than the {max_bytes} bytes this \
+                     command reads into memory; copy it to a local file first"
+                ),
+            });
+        }
+        let bytes = source.read_range(0, len).map_err(|e| Error::Setup {
+            path: path.clone(),
+            what: "whole-object read",
+            source: e,
+        })?;
+        Ok(Arc::new(Reader::from_vec(
+            path,
+            bytes,
+            &ReaderOptions::default(),
+        )?))
+    }
+}
+
+#[cfg(feature = "remote")]
+fn open_remote(url: &str, options: &ReaderOptions, remote: &RemoteConfig) -> Result<Dataset> {
+    let (reader, source) = page_cache::remote::open_url(url, options, remote)?;
+    Ok(Dataset {
+        reader: Arc::new(reader),
+        source: Some(source),
+    })
+}
+
+#[cfg(not(feature = "remote"))]
+fn open_remote(url: &str, _: &ReaderOptions, _: &RemoteConfig) -> Result<Dataset> {
+    Err(Error::Config {
+        path: url.into(),
+        reason: "this build has no remote support (the `remote` feature of ffcv is off)".into(),
+    })
+}

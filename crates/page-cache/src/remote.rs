@@ -1,0 +1,440 @@
+//! Datasets in object storage (feature `remote`): [`ObjectSource`], a [`PageSource`] over
+//! one object read by range requests through the `object_store` crate (S3-compatible
+//! stores and plain HTTP(S) servers), and [`open_url`], which opens a `.beton` there.
+//!
+//! The object's size and ETag are pinned when it is opened; every later range request
+//! asks for that ETag (`If-Match`) and checks the one in the answer, so an object replaced
+//! after open fails the read instead of handing out bytes of two different files.
+//! Transient failures (timeouts, 5xx, resets) are retried by `object_store` with bounded
+//! exponential backoff; each request has a timeout and a whole read an outer deadline, so
+//! nothing waits forever.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use beton_io::{Reader, ReaderOptions};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectStore,
+    ObjectStoreExt, RetryConfig,
+};
+
+use crate::source::{PageSource, SourceKind};
+
+/// Timeouts and retries of remote reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// Limit of one HTTP request, connection included (default 30 s).
+    pub request_timeout: Duration,
+    /// Limit of establishing a connection (default 5 s).
+    pub connect_timeout: Duration,
+    /// Retries of a transient failure (default 5); 0 disables them.
+    pub max_retries: usize,
+    /// First backoff between retries (default 100 ms), doubled each time.
+    pub initial_backoff: Duration,
+    /// Longest backoff between retries (default 5 s).
+    pub max_backoff: Duration,
+    /// No retry starts later than this after the first attempt (default 60 s).
+    pub retry_timeout: Duration,
+    /// Range requests in flight at once (the process cache's reader threads for a remote
+    /// source; default 32). Memory stays bounded by the cache's slots either way.
+    pub concurrency: usize,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            max_retries: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            retry_timeout: Duration::from_secs(60),
+            concurrency: 32,
+        }
+    }
+}
+
+impl RemoteConfig {
+    /// The outer deadline of one read: every attempt at its timeout, with the backoffs
+    /// between them. A read still running then has hung somewhere below us.
+    fn read_deadline(&self) -> Duration {
+        let attempts = u32::try_from(self.max_retries.saturating_add(1)).unwrap_or(u32::MAX);
+        self.request_timeout
+            .saturating_mul(attempts)
+            .saturating_add(self.retry_timeout)
+            .saturating_add(self.connect_timeout)
+    }
+
+    fn retry(&self) -> RetryConfig {
+        RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: self.initial_backoff,
+                max_backoff: self.max_backoff,
+                base: 2.0,
+            },
+            max_retries: self.max_retries,
+            retry_timeout: self.retry_timeout,
+        }
+    }
+}
+
+/// Whether `path` names a remote object this build can open (`s3://`, `http://`,
+/// `https://`).
+pub fn is_remote_url(path: &str) -> bool {
+    remote_kind(path).is_some()
+}
+
+fn remote_kind(url: &str) -> Option<SourceKind> {
+    let scheme = url.split_once("://")?.0.to_ascii_lowercase();
+    match scheme.as_str() {
+        "s3" | "s3a" => Some(SourceKind::S3),
+        "http" | "https" => Some(SourceKind::Http),
+        _ => None,
+    }
+}
+
+/// Counters of an [`ObjectSource`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// Range requests completed (retries inside one request not counted).
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Reads that failed after their retries.
+    pub failures: u64,
+    /// Sum of the requests' latencies (first byte to last), for the mean.
+    pub busy: Duration,
+}
+
+/// One object in a store, pinned at open (size and ETag), read by range requests.
+///
+/// Owns a small tokio runtime (two worker threads, named `ffcv-object-store`) that
+/// drives the requests; callers block on it from their own threads, so as many requests
+/// are in flight as threads read at once. Dropping the source shuts the runtime down and
+/// joins its threads.
+pub struct ObjectSource {
+    url: String,
+    kind: SourceKind,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    size: u64,
+    e_tag: Option<String>,
+    version: Option<String>,
+    config: RemoteConfig,
+    runtime: Option<tokio::runtime::Runtime>,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    failures: AtomicU64,
+    busy_nanos: AtomicU64,
+}
+
+impl std::fmt::Debug for ObjectSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectSource")
+            .field("url", &self.url)
+            .field("size", &self.size)
+            .field("e_tag", &self.e_tag)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An error of a remote read, as an `io::Error` whose message says what to do.
+fn remote_error(url: &str, what: &str, e: object_store::Error) -> io::Error {
+    use object_store::Error as E;
+    let kind = match &e {
+        E::NotFound { .. } => io::ErrorKind::NotFound,
+        E::Precondition { .. } => io::ErrorKind::InvalidData,
+        E::Unauthenticated { .. } | E::PermissionDenied { .. } => io::ErrorKind::PermissionDenied,
+        _ => io::ErrorKind::Other,
+    };
+    let hint = match &e {
+        E::Precondition { .. } => {
+            " (the object changed since it was opened; reopen it to read the new version)"
+        }
+        _ => "",
+    };
+    io::Error::new(kind, format!("{what} {url}: {e}{hint}"))
+}
+
+impl ObjectSource {
+    /// Connects to the store `url` names and pins the object's size and ETag.
+    ///
+    /// `s3://bucket/key` takes its configuration from the standard environment variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`, `AWS_REGION`, …); `http(s)://host/path` needs a server that
+    /// answers `HEAD` with the length and `GET` with byte ranges.
+    pub fn open(url: &str, config: &RemoteConfig) -> io::Result<ObjectSource> {
+        let kind = remote_kind(url).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{url}: not an s3://, http:// or https:// URL"),
+            )
+        })?;
+        // reqwest is built without a default TLS provider (so no C-built crypto); give
+        // rustls the `ring` one. Fails only if the process already chose one: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let invalid = |e: object_store::Error| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
+        };
+        let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = match kind {
+            SourceKind::S3 => {
+                let key = url
+                    .split_once("://")
+                    .and_then(|(_, rest)| rest.split_once('/'))
+                    .map(|(_, key)| key)
+                    .filter(|k| !k.is_empty())
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("{url}: an S3 URL names an object: s3://BUCKET/KEY"),
+                        )
+                    })?;
+                let store = AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_config(
+                        AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                        humantime(config.request_timeout),
+                    )
+                    .with_config(
+                        AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                        humantime(config.connect_timeout),
+                    )
+                    .with_retry(config.retry())
+                    .build()
+                    .map_err(invalid)?;
+                let location = ObjectPath::from_url_path(key).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
+                })?;
+                (Arc::new(store), location)
+            }
+            _ => {
+                // The store is the directory; the object is the file name in it.
+                let (base, name) = url
+                    .rsplit_once('/')
+                    .filter(|(base, name)| {
+                        !name.is_empty()
+                            && base
+                                .split_once("://")
+                                .is_some_and(|(_, host)| !host.is_empty())
+                    })
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("{url}: an HTTP URL names a file: http://HOST/PATH"),
+                        )
+                    })?;
+                let options = ClientOptions::new()
+                    .with_allow_http(kind == SourceKind::Http && url.starts_with("http:"))
+                    .with_timeout(config.request_timeout)
+                    .with_connect_timeout(config.connect_timeout);
+                let store = HttpBuilder::new()
+                    .with_url(base)
+                    .with_client_options(options)
+                    .with_retry(config.retry())
+                    .build()
+                    .map_err(invalid)?;
+                let location = ObjectPath::from_url_path(name).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
+                })?;
+                (Arc::new(store), location)
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ffcv-object-store")
+            .enable_all()
+            .build()?;
+        let mut source = ObjectSource {
+            url: url.to_owned(),
+            kind,
+            store,
+            location,
+            size: 0,
+            e_tag: None,
+            version: None,
+            config: config.clone(),
+            runtime: Some(runtime),
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            busy_nanos: AtomicU64::new(0),
+        };
+        let meta = source.block_on("HEAD", async { source.store.head(&source.location).await })?;
+        source.size = meta.size;
+        source.e_tag = meta.e_tag;
+        source.version = meta.version;
+        tracing::debug!(url, size = source.size, e_tag = ?source.e_tag, "opened remote object");
+        Ok(source)
+    }
+
+    /// The ETag pinned at open, if the server gave one.
+    pub fn e_tag(&self) -> Option<&str> {
+        self.e_tag.as_deref()
+    }
+
+    /// The object version seen at open, if the store reports versions.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The timeouts and retries in use.
+    pub fn config(&self) -> &RemoteConfig {
+        &self.config
+    }
+
+    /// Requests, bytes and time so far.
+    pub fn stats(&self) -> RemoteStats {
+        RemoteStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Runs `fut` on the source's runtime under the read deadline.
+    fn block_on<T>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = object_store::Result<T>>,
+    ) -> io::Result<T> {
+        let Some(rt) = &self.runtime else {
+            return Err(io::Error::other(format!("{}: source closed", self.url)));
+        };
+        let deadline = self.config.read_deadline();
+        match rt.block_on(async { tokio::time::timeout(deadline, fut).await }) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                Err(remote_error(&self.url, what, e))
+            }
+            Err(_) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{what} {}: no answer within {:?} (timeouts and retries included)",
+                        self.url, deadline
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl PageSource for ObjectSource {
+    fn name(&self) -> &str {
+        &self.url
+    }
+
+    fn kind(&self) -> SourceKind {
+        self.kind
+    }
+
+    fn len(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.size)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "bytes {offset}..{} are past the end of the {}-byte object",
+                        offset.saturating_add(buf.len() as u64),
+                        self.size
+                    ),
+                )
+            })?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let what = format!("GET bytes {offset}..{end} of");
+        let t0 = Instant::now();
+        let (bytes, e_tag) = self.block_on(&what, async {
+            let options = GetOptions {
+                range: Some(GetRange::Bounded(offset..end)),
+                if_match: self.e_tag.clone(),
+                ..GetOptions::default()
+            };
+            let result = self.store.get_opts(&self.location, options).await?;
+            let e_tag = result.meta.e_tag.clone();
+            Ok((result.bytes().await?, e_tag))
+        })?;
+        let changed = matches!((&self.e_tag, &e_tag), (Some(a), Some(b)) if a != b);
+        if changed {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{what} {}: the object changed since it was opened (ETag {} then, {} now); \
+                     reopen it to read the new version",
+                    self.url,
+                    self.e_tag.as_deref().unwrap_or("?"),
+                    e_tag.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+        if bytes.len() != buf.len() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{what} {}: short read, {} of {} bytes",
+                    self.url,
+                    bytes.len(),
+                    buf.len()
+                ),
+            ));
+        }
+        buf.copy_from_slice(&bytes);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.busy_nanos
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn preferred_concurrency(&self) -> usize {
+        self.config.concurrency.max(1)
+    }
+}
+
+impl Drop for ObjectSource {
+    fn drop(&mut self) {
+        // Joins the runtime's worker threads; a request still in flight is abandoned.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    format!("{}ms", d.as_millis().max(1))
+}
+
+/// Opens the `.beton` object at `url`: pins it ([`ObjectSource::open`]), then reads and
+/// validates its structure by range requests ([`Reader::open_ranges`]). The reader names
+/// the URL in every error; its data is read through the returned source.
+pub fn open_url(
+    url: &str,
+    options: &ReaderOptions,
+    config: &RemoteConfig,
+) -> beton_io::Result<(Reader, Arc<ObjectSource>)> {
+    let source = ObjectSource::open(url, config).map_err(|source| beton_io::Error::Io {
+        path: url.into(),
+        op: "open".into(),
+        source,
+    })?;
+    let mut read = |start: u64, end: u64| source.read_range(start, end);
+    let reader = Reader::open_ranges(url, source.len(), &mut read, options)?;
+    Ok((reader, Arc::new(source)))
+}
