@@ -66,8 +66,7 @@ fn every_sample_written_by_several_threads_sits_in_exactly_one_page() {
         assert!(page_map.samples_of_page(pages[0]).contains(&sample));
         // The page the map names really holds the sample's bytes.
         let blob = reader.field_data(sample, 1).unwrap().unwrap();
-        let start =
-            blob.as_ptr() as u64 - reader.bytes().expect("a mapped local file").as_ptr() as u64;
+        let start = blob.as_ptr() as u64 - reader.bytes().unwrap().as_ptr() as u64;
         let end = start + blob.len() as u64;
         assert_eq!(start / PAGE_SIZE, pages[0], "sample {sample}");
         assert_eq!(
