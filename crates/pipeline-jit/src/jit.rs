@@ -39,6 +39,7 @@ use crate::op::Lowered;
 use crate::plan::{Plan, Segment};
 use crate::state::ElemType;
 
+mod affine;
 mod simd;
 pub use simd::{set_vector_code, vector_code};
 
@@ -286,6 +287,7 @@ fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
             b,
             tables: &mut tables,
             table_ids: HashMap::new(),
+            affine: HashMap::new(),
             ptr,
         };
         let mut input_buf = 0usize;
@@ -601,6 +603,9 @@ struct Gen<'a, 't> {
     memo: HashMap<(u8, Value, i64), Value>,
     tables: &'t mut Vec<Box<[u8]>>,
     table_ids: HashMap<(usize, ElemType), usize>,
+    /// Per `u8`-indexed `f32` table (by address): its exact arithmetic form, if it has
+    /// one, and the address of its coefficients (`[a_hi, b_hi, a_lo, b_lo]` per row).
+    affine: HashMap<usize, Option<(Vec<affine::Affine>, i64)>>,
     ptr: Type,
 }
 

@@ -23,7 +23,7 @@ use cranelift_codegen::ir::types;
 use cranelift_codegen::ir::{ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value};
 
 use super::{CV, Elem, Gen, IV};
-use crate::ir::{BinOp, Expr};
+use crate::ir::{BinOp, Expr, Index};
 use crate::state::ElemType;
 
 /// Elements of the innermost output axis computed by one vector group.
@@ -97,6 +97,11 @@ impl Gen<'_, '_> {
                 (vec![v; t.size()], *t)
             }
             Expr::Table(t, bits, i) => {
+                if *t == ElemType::F32
+                    && let Some(regs) = self.affine_table(lanes, bits, i)
+                {
+                    return (regs, ElemType::F32);
+                }
                 let hi = bits.len() as i64 - 1;
                 let ivs: Vec<IV> = lanes.iter().map(|el| self.clamped(el, i, 0, hi)).collect();
                 if ivs.iter().all(|iv| matches!(iv, IV::C(_))) {
@@ -178,6 +183,103 @@ impl Gen<'_, '_> {
             }
             Expr::FromIndex(..) => self.gather(lanes, e),
         }
+    }
+
+    /// `table[x * rows + j]` for a `u8` value `x` and a row `j` common to all lanes, as
+    /// the arithmetic of [`super::affine`] when the table has an exact one.
+    fn affine_table(
+        &mut self,
+        lanes: &[Elem<'_>],
+        bits: &std::sync::Arc<[u64]>,
+        i: &Index,
+    ) -> Option<Vec<Value>> {
+        let seg = lanes[0].seg;
+        let Index::Add(a, j) = i else { return None };
+        let Index::Mul(x, k) = &**a else { return None };
+        let (Index::Value(x), Index::Const(rows)) = (&**x, &**k) else {
+            return None;
+        };
+        let rows = usize::try_from(*rows).ok()?;
+        if x.dtype(seg.in_dtype).ok()? != ElemType::U8 || bits.len() != 256 * rows {
+            return None;
+        }
+        // The row must be provably in `0..rows` (then no clamping happens) and the same
+        // for every lane.
+        for el in lanes {
+            let (lo, hi) = self.range(el, j)?;
+            if lo < 0 || hi >= rows as i64 {
+                return None;
+            }
+        }
+        let ivs: Vec<IV> = lanes.iter().map(|el| self.index(el, j)).collect();
+        let uniform = ivs.iter().all(|iv| match (iv, &ivs[0]) {
+            (IV::C(a), IV::C(b)) => a == b,
+            (IV::V(v, k), IV::V(w, l)) => v == w && k == l,
+            _ => false,
+        });
+        if !uniform {
+            return None;
+        }
+        let key = bits.as_ptr() as usize;
+        if !self.affine.contains_key(&key) {
+            let fit = super::affine::fit_table(bits, rows).map(|rows| {
+                let mut bytes = Vec::with_capacity(rows.len() * 16);
+                for r in &rows {
+                    for c in [r.a_hi, r.b_hi, r.a_lo, r.b_lo] {
+                        bytes.extend_from_slice(&c.to_ne_bytes());
+                    }
+                }
+                let bytes = bytes.into_boxed_slice();
+                let base = bytes.as_ptr() as i64;
+                self.tables.push(bytes);
+                (rows, base)
+            });
+            tracing::debug!(rows, exact = fit.is_some(), "u8 -> f32 table as arithmetic");
+            self.affine.insert(key, fit);
+        }
+        let (coefs, base) = self.affine[&key].clone()?;
+        let splats: Vec<Value> = match ivs[0] {
+            IV::C(r) => {
+                let f = coefs[r as usize];
+                [f.a_hi, f.b_hi, f.a_lo, f.b_lo]
+                    .into_iter()
+                    .map(|c| {
+                        let s = self.b.ins().f32const(c);
+                        self.b.ins().splat(types::F32X4, s)
+                    })
+                    .collect()
+            }
+            IV::V(v, k) => {
+                let off = self.imul_c(v, 16);
+                let addr = self.iadd_c(off, base);
+                let flags = MemFlagsData::new()
+                    .with_notrap()
+                    .with_readonly()
+                    .with_can_move();
+                (0..4)
+                    .map(|c| {
+                        let (a, o) = self.split_offset(addr, k.wrapping_mul(16) + 4 * c);
+                        let s = self.b.ins().load(types::F32, flags, a, o);
+                        self.b.ins().splat(types::F32X4, s)
+                    })
+                    .collect()
+            }
+        };
+        let (xv, _) = self.vexpr(lanes, x);
+        let ints = self.widen_u8_to_i32(xv[0]);
+        let regs = ints
+            .into_iter()
+            .map(|r| {
+                let v = self.b.ins().fcvt_from_sint(types::F32X4, r);
+                let ins = |g: &mut Self, a: Value, c: Value| g.b.ins().fmul(a, c);
+                let p = ins(self, v, splats[0]);
+                let hi = self.b.ins().fadd(p, splats[1]);
+                let q = ins(self, v, splats[2]);
+                let lo = self.b.ins().fadd(q, splats[3]);
+                self.b.ins().fadd(hi, lo)
+            })
+            .collect();
+        Some(regs)
     }
 
     fn vbin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
