@@ -5,7 +5,7 @@
 //! (`set_vector_code(false)`), and the interpreter, timed in alternating rounds.
 //!
 //! Run with `cargo run --release -p pipeline-jit --example bench_fused [workers]
-//! [cifar|imagenet] [f32|f16]`.
+//! [cifar|imagenet] [f32|f16] [images]`.
 
 use std::time::Instant;
 
@@ -36,6 +36,12 @@ fn main() {
         Some("f16") => ElemType::F16,
         _ => ElemType::F32,
     };
+    // Optional image count: a smaller batch keeps input and output in the core's caches,
+    // which measures the loop rather than memory bandwidth.
+    let n = std::env::args()
+        .nth(4)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(n);
     println!("{n} images of {side}x{side}x3 -> {dtype:?}");
     let ids: Vec<u64> = (0..n as u64).collect();
     let input: Vec<u8> = (0..n * side * side * 3)

@@ -52,6 +52,8 @@ const UNROLL_BUDGET: usize = 16 * 1024;
 /// Measured on the benchmark pipeline: unrolling 3 channels × 32 columns instead of 32
 /// columns ran 13% faster but compiled twice as slowly (1.7 ms against 0.8 ms).
 const MAX_UNROLLED_ELEMS: usize = 64;
+/// The same limit for the small outer axes of a vector nest (whose body is groups of 16).
+const VECTOR_UNROLLED_ELEMS: usize = 256;
 
 /// Where the stage finds buffer `i` of sample `pos`: `base + pos * stride`.
 #[repr(C)]
@@ -770,6 +772,21 @@ impl Gen<'_, '_> {
             return;
         }
         let size = seg.expr.size().max(1);
+        // Vector groups along the innermost axis; binary16 stays scalar (its conversions
+        // are integer sequences per element, see `half.rs`).
+        let vector = simd::vector_code()
+            && rank > 0
+            && shape[rank - 1] >= simd::LANES
+            && seg.out_dtype != ElemType::F16
+            && seg.in_dtype != ElemType::F16;
+        // A vector group is emitted once for 16 elements, so small outer axes (channels)
+        // can be unrolled over more elements: their table rows become constants and the
+        // channels of one pixel share its loads.
+        let outer_limit = if vector {
+            VECTOR_UNROLLED_ELEMS
+        } else {
+            MAX_UNROLLED_ELEMS
+        };
         let mut unrolled = vec![false; rank];
         if total <= 4 * MAX_UNROLLED_ELEMS && total * size <= UNROLL_BUDGET {
             unrolled.iter_mut().for_each(|u| *u = true);
@@ -781,7 +798,7 @@ impl Gen<'_, '_> {
             }
             for ax in (0..rank.saturating_sub(1)).rev() {
                 if shape[ax] <= 4
-                    && prod * shape[ax] <= MAX_UNROLLED_ELEMS
+                    && prod * shape[ax] <= outer_limit
                     && prod * shape[ax] * size <= UNROLL_BUDGET
                 {
                     unrolled[ax] = true;
@@ -795,13 +812,6 @@ impl Gen<'_, '_> {
         }
         let loops: Vec<usize> = (0..rank).filter(|&a| !unrolled[a]).collect();
         let mut coords = vec![IV::C(0); rank];
-        // Vector groups along the innermost axis; binary16 stays scalar (its conversions
-        // are integer sequences per element, see `half.rs`).
-        let vector = simd::vector_code()
-            && rank > 0
-            && shape[rank - 1] >= simd::LANES
-            && seg.out_dtype != ElemType::F16
-            && seg.in_dtype != ElemType::F16;
         self.loops(seg, &loops, &unrolled, &strides, &mut coords, vector);
     }
 

@@ -46,6 +46,23 @@ pub fn vector_code() -> bool {
     VECTOR_CODE.load(Ordering::Relaxed)
 }
 
+/// Whether the host has fused multiply-add, which Cranelift's native ISA then enables
+/// (used only by the verified table replacement of [`super::affine`]).
+fn host_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
 /// The 128-bit vector type holding lanes of `t`.
 pub(super) fn vty(t: ElemType) -> Type {
     match t {
@@ -92,8 +109,8 @@ impl Gen<'_, '_> {
                 self.gather(lanes, e)
             }
             Expr::Const(t, bits) => {
-                let s = self.konst(*t, *bits);
-                let v = self.b.ins().splat(vty(*t), s);
+                let per = 16 / t.size();
+                let v = self.vconsts(*t, &vec![*bits; per])[0];
                 (vec![v; t.size()], *t)
             }
             Expr::Table(t, bits, i) => {
@@ -222,7 +239,7 @@ impl Gen<'_, '_> {
         }
         let key = bits.as_ptr() as usize;
         if !self.affine.contains_key(&key) {
-            let fit = super::affine::fit_table(bits, rows).map(|rows| {
+            let fit = super::affine::fit_table(bits, rows, host_fma()).map(|rows| {
                 let mut bytes = Vec::with_capacity(rows.len() * 16);
                 for r in &rows {
                     for c in [r.a_hi, r.b_hi, r.a_lo, r.b_lo] {
@@ -243,10 +260,7 @@ impl Gen<'_, '_> {
                 let f = coefs[r as usize];
                 [f.a_hi, f.b_hi, f.a_lo, f.b_lo]
                     .into_iter()
-                    .map(|c| {
-                        let s = self.b.ins().f32const(c);
-                        self.b.ins().splat(types::F32X4, s)
-                    })
+                    .map(|c| self.vconsts(ElemType::F32, &[u64::from(c.to_bits()); 4])[0])
                     .collect()
             }
             IV::V(v, k) => {
@@ -271,11 +285,19 @@ impl Gen<'_, '_> {
             .into_iter()
             .map(|r| {
                 let v = self.b.ins().fcvt_from_sint(types::F32X4, r);
-                let ins = |g: &mut Self, a: Value, c: Value| g.b.ins().fmul(a, c);
-                let p = ins(self, v, splats[0]);
-                let hi = self.b.ins().fadd(p, splats[1]);
-                let q = ins(self, v, splats[2]);
-                let lo = self.b.ins().fadd(q, splats[3]);
+                let (hi, lo) = if host_fma() {
+                    (
+                        self.b.ins().fma(v, splats[0], splats[1]),
+                        self.b.ins().fma(v, splats[2], splats[3]),
+                    )
+                } else {
+                    let p = self.b.ins().fmul(v, splats[0]);
+                    let q = self.b.ins().fmul(v, splats[2]);
+                    (
+                        self.b.ins().fadd(p, splats[1]),
+                        self.b.ins().fadd(q, splats[3]),
+                    )
+                };
                 self.b.ins().fadd(hi, lo)
             })
             .collect();
