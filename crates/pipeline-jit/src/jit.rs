@@ -14,7 +14,9 @@
 //! every load coordinate and table index is clamped into its shape (statically, when range
 //! analysis proves it already is), every store goes to coordinates of the loop nest over
 //! the output shape, and [`crate::exec`] checks every buffer against the plan's sizes before
-//! calling the function.
+//! calling the function. Vector code (`simd`) keeps this: its loads cover only bytes between
+//! two lane addresses the scalar code would read, its stores only elements of one output
+//! row, and its coefficient tables are indexed by rows proven in range.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

@@ -255,8 +255,8 @@ mod tests {
             for fused in [false, true] {
                 if let Some(f) = fit_table(&bits, 1, fused) {
                     fitted[fused as usize] += 1;
-                    for v in 0..256 {
-                        assert_eq!(u64::from(f[0].eval(v as f32, fused).to_bits()), bits[v]);
+                    for (v, &b) in bits.iter().enumerate() {
+                        assert_eq!(u64::from(f[0].eval(v as f32, fused).to_bits()), b);
                     }
                 }
             }
