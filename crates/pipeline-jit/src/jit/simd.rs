@@ -41,9 +41,27 @@ pub fn set_vector_code(enabled: bool) {
     VECTOR_CODE.store(enabled, Ordering::Relaxed);
 }
 
-/// Whether later compilations emit vector code (see [`set_vector_code`]).
+/// Whether later compilations emit vector code (see [`set_vector_code`]). Always `false`
+/// on a host whose vector instructions Cranelift's lowering of shuffles and widening needs
+/// are missing (x86-64 before SSSE3 and SSE4.1); the scalar nest is emitted there.
 pub fn vector_code() -> bool {
-    VECTOR_CODE.load(Ordering::Relaxed)
+    VECTOR_CODE.load(Ordering::Relaxed) && host_vectors()
+}
+
+fn host_vectors() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("sse4.1")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
 /// Whether the host has fused multiply-add, which Cranelift's native ISA then enables
@@ -388,8 +406,8 @@ impl Gen<'_, '_> {
     ) -> Option<Vec<Value>> {
         let size = t.size() as i64;
         let min = *offs.iter().min()?;
-        let end = offs.iter().max()? + size;
-        if end - min < 16 {
+        let end = offs.iter().max()?.checked_add(size)?;
+        if end.checked_sub(min)? < 16 {
             return None;
         }
         let mut pos = Vec::new();
