@@ -14,7 +14,9 @@
 //! every load coordinate and table index is clamped into its shape (statically, when range
 //! analysis proves it already is), every store goes to coordinates of the loop nest over
 //! the output shape, and [`crate::exec`] checks every buffer against the plan's sizes before
-//! calling the function.
+//! calling the function. Vector code (`simd`) keeps this: its loads cover only bytes between
+//! two lane addresses the scalar code would read, its stores only elements of one output
+//! row, and its coefficient tables are indexed by rows proven in range.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -39,6 +41,10 @@ use crate::op::Lowered;
 use crate::plan::{Plan, Segment};
 use crate::state::ElemType;
 
+mod affine;
+mod simd;
+pub use simd::{set_vector_code, vector_code};
+
 /// Most uniform conditions hoisted per fused segment (2^N versions of the nest).
 const MAX_VERSIONED_CONDS: usize = 2;
 /// Budget of unrolled (elements × expression nodes) per nest body.
@@ -48,6 +54,8 @@ const UNROLL_BUDGET: usize = 16 * 1024;
 /// Measured on the benchmark pipeline: unrolling 3 channels × 32 columns instead of 32
 /// columns ran 13% faster but compiled twice as slowly (1.7 ms against 0.8 ms).
 const MAX_UNROLLED_ELEMS: usize = 64;
+/// The same limit for the small outer axes of a vector nest (whose body is groups of 16).
+const VECTOR_UNROLLED_ELEMS: usize = 256;
 
 /// Where the stage finds buffer `i` of sample `pos`: `base + pos * stride`.
 #[repr(C)]
@@ -283,6 +291,7 @@ fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
             b,
             tables: &mut tables,
             table_ids: HashMap::new(),
+            affine: HashMap::new(),
             ptr,
         };
         let mut input_buf = 0usize;
@@ -564,6 +573,18 @@ enum IV {
     V(Value, i64),
 }
 
+/// What a vector nest body does along the innermost axis.
+#[derive(Clone, Copy)]
+enum Inner {
+    /// The axis is unrolled: vector groups at constant positions, then the scalar tail.
+    Unrolled,
+    /// One vector group at the loop coordinate (the value); the constant is the last
+    /// group's start (for range analysis).
+    Var(Value, i64),
+    /// Scalar elements at these constant positions (after the group loop).
+    Tail(usize, usize),
+}
+
 /// A condition during emission.
 #[derive(Clone, Copy)]
 enum CV {
@@ -586,6 +607,9 @@ struct Gen<'a, 't> {
     memo: HashMap<(u8, Value, i64), Value>,
     tables: &'t mut Vec<Box<[u8]>>,
     table_ids: HashMap<(usize, ElemType), usize>,
+    /// Per `u8`-indexed `f32` table (by address): its exact arithmetic form, if it has
+    /// one, and the address of its coefficients (`[a_hi, b_hi, a_lo, b_lo]` per row).
+    affine: HashMap<usize, Option<(Vec<affine::Affine>, i64)>>,
     ptr: Type,
 }
 
@@ -638,6 +662,25 @@ impl Gen<'_, '_> {
             return r;
         }
         let r = self.b.ins().iadd(a, b);
+        self.memo.insert(key, r);
+        r
+    }
+
+    fn ineg(&mut self, v: Value) -> Value {
+        if let Some(&r) = self.memo.get(&(5, v, 0)) {
+            return r;
+        }
+        let r = self.b.ins().ineg(v);
+        self.memo.insert((5, v, 0), r);
+        r
+    }
+
+    fn isub2(&mut self, a: Value, b: Value) -> Value {
+        let key = (6, a, b.as_u32() as i64);
+        if let Some(&r) = self.memo.get(&key) {
+            return r;
+        }
+        let r = self.b.ins().isub(a, b);
         self.memo.insert(key, r);
         r
     }
@@ -731,6 +774,21 @@ impl Gen<'_, '_> {
             return;
         }
         let size = seg.expr.size().max(1);
+        // Vector groups along the innermost axis; binary16 stays scalar (its conversions
+        // are integer sequences per element, see `half.rs`).
+        let vector = simd::vector_code()
+            && rank > 0
+            && shape[rank - 1] >= simd::LANES
+            && seg.out_dtype != ElemType::F16
+            && seg.in_dtype != ElemType::F16;
+        // A vector group is emitted once for 16 elements, so small outer axes (channels)
+        // can be unrolled over more elements: their table rows become constants and the
+        // channels of one pixel share its loads.
+        let outer_limit = if vector {
+            VECTOR_UNROLLED_ELEMS
+        } else {
+            MAX_UNROLLED_ELEMS
+        };
         let mut unrolled = vec![false; rank];
         if total <= 4 * MAX_UNROLLED_ELEMS && total * size <= UNROLL_BUDGET {
             unrolled.iter_mut().for_each(|u| *u = true);
@@ -742,7 +800,7 @@ impl Gen<'_, '_> {
             }
             for ax in (0..rank.saturating_sub(1)).rev() {
                 if shape[ax] <= 4
-                    && prod * shape[ax] <= MAX_UNROLLED_ELEMS
+                    && prod * shape[ax] <= outer_limit
                     && prod * shape[ax] * size <= UNROLL_BUDGET
                 {
                     unrolled[ax] = true;
@@ -756,7 +814,7 @@ impl Gen<'_, '_> {
         }
         let loops: Vec<usize> = (0..rank).filter(|&a| !unrolled[a]).collect();
         let mut coords = vec![IV::C(0); rank];
-        self.loops(seg, &loops, &unrolled, &strides, &mut coords);
+        self.loops(seg, &loops, &unrolled, &strides, &mut coords, vector);
     }
 
     fn loops(
@@ -766,11 +824,20 @@ impl Gen<'_, '_> {
         unrolled: &[bool],
         strides: &[i64],
         coords: &mut Vec<IV>,
+        vector: bool,
     ) {
         let Some((&ax, rest)) = loops.split_first() else {
-            self.body(seg, unrolled, strides, coords);
+            if vector {
+                self.vbody(seg, unrolled, strides, coords, Inner::Unrolled);
+            } else {
+                self.body(seg, unrolled, strides, coords);
+            }
             return;
         };
+        if vector && ax + 1 == seg.out_shape.len() {
+            self.block_loop(seg, unrolled, strides, coords);
+            return;
+        }
         let head = self.b.create_block();
         let i = self.b.append_block_param(head, types::I64);
         let body = self.b.create_block();
@@ -785,10 +852,165 @@ impl Gen<'_, '_> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.switch(body);
         coords[ax] = IV::V(i, 0);
-        self.loops(seg, rest, unrolled, strides, coords);
+        self.loops(seg, rest, unrolled, strides, coords, vector);
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.ins().jump(head, &[next.into()]);
         self.switch(exit);
+    }
+
+    /// The innermost axis as a loop over vector groups of [`simd::LANES`] elements, then
+    /// the remaining elements one by one.
+    fn block_loop(
+        &mut self,
+        seg: &FusedSeg<'_>,
+        unrolled: &[bool],
+        strides: &[i64],
+        coords: &mut [IV],
+    ) {
+        let ax = seg.out_shape.len() - 1;
+        let n = seg.out_shape[ax];
+        let lanes = simd::LANES as i64;
+        let groups = (n / simd::LANES) as i64;
+        let head = self.b.create_block();
+        let i = self.b.append_block_param(head, types::I64);
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.ins().jump(head, &[zero.into()]);
+        self.switch(head);
+        let more = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, i, groups * lanes);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.switch(body);
+        coords[ax] = IV::V(i, 0);
+        let last_start = (groups - 1) * lanes;
+        self.vbody(seg, unrolled, strides, coords, Inner::Var(i, last_start));
+        let next = self.b.ins().iadd_imm_s(i, lanes);
+        self.b.ins().jump(head, &[next.into()]);
+        self.switch(exit);
+        coords[ax] = IV::C(0);
+        if (groups as usize) * simd::LANES < n {
+            let tail = Inner::Tail(groups as usize * simd::LANES, n);
+            self.vbody(seg, unrolled, strides, coords, tail);
+        }
+    }
+
+    /// Runtime part of the output address (loop coordinates) of a nest body.
+    fn out_base(&mut self, seg: &FusedSeg<'_>, strides: &[i64], coords: &[IV]) -> Value {
+        let mut rt: Option<Value> = None;
+        for (ax, c) in coords.iter().enumerate() {
+            if let IV::V(v, _) = *c {
+                let t = self
+                    .b
+                    .ins()
+                    .imul_imm_s(v, strides[ax] * seg.out_dtype.size() as i64);
+                rt = Some(match rt {
+                    Some(r) => self.b.ins().iadd(r, t),
+                    None => t,
+                });
+            }
+        }
+        match rt {
+            Some(r) => self.b.ins().iadd(seg.out_ptr, r),
+            None => seg.out_ptr,
+        }
+    }
+
+    /// A nest body with vector groups along the innermost axis: the unrolled outer axes
+    /// enumerated, and for each, the innermost elements as `inner` says.
+    fn vbody(
+        &mut self,
+        seg: &FusedSeg<'_>,
+        unrolled: &[bool],
+        strides: &[i64],
+        coords: &[IV],
+        inner: Inner,
+    ) {
+        let shape = seg.out_shape;
+        let rank = shape.len();
+        let last = rank - 1;
+        let size = seg.out_dtype.size() as i64;
+        let base = self.out_base(seg, strides, coords);
+        let outer: Vec<usize> = (0..last).filter(|&a| unrolled[a]).collect();
+        let count: usize = outer.iter().map(|&a| shape[a]).product();
+        let mut el = Elem {
+            seg,
+            coords: coords.to_vec(),
+            coord_range: (0..rank)
+                .map(|a| {
+                    if unrolled[a] {
+                        (0, 0)
+                    } else {
+                        (0, shape[a] as i64 - 1)
+                    }
+                })
+                .collect(),
+        };
+        let flags = MemFlagsData::new().with_notrap();
+        for k in 0..count {
+            let mut rem = k;
+            let mut konst = 0i64;
+            for &a in outer.iter().rev() {
+                let c = (rem % shape[a]) as i64;
+                rem /= shape[a];
+                el.coords[a] = IV::C(c);
+                el.coord_range[a] = (c, c);
+                konst += c * strides[a];
+            }
+            let (groups, scalars) = match inner {
+                Inner::Unrolled => {
+                    let g = shape[last] / simd::LANES;
+                    (g, g * simd::LANES..shape[last])
+                }
+                Inner::Var(..) => (1, 0..0),
+                Inner::Tail(a, b) => (0, a..b),
+            };
+            for g in 0..groups {
+                let start = (g * simd::LANES) as i64;
+                let lanes: Vec<Elem<'_>> = (0..simd::LANES as i64)
+                    .map(|l| {
+                        let mut e = Elem {
+                            seg,
+                            coords: el.coords.clone(),
+                            coord_range: el.coord_range.clone(),
+                        };
+                        match inner {
+                            Inner::Var(i, last_start) => {
+                                e.coords[last] = IV::V(i, l);
+                                e.coord_range[last] = (l, last_start + l);
+                            }
+                            _ => {
+                                e.coords[last] = IV::C(start + l);
+                                e.coord_range[last] = (start + l, start + l);
+                            }
+                        }
+                        e
+                    })
+                    .collect();
+                let (regs, _) = self.vexpr(&lanes, seg.expr);
+                let off = if matches!(inner, Inner::Var(..)) {
+                    konst * size
+                } else {
+                    (konst + start) * size
+                };
+                for (r, v) in regs.into_iter().enumerate() {
+                    self.b
+                        .ins()
+                        .store(flags, v, base, (off + 16 * r as i64) as i32);
+                }
+            }
+            for t in scalars {
+                let t = t as i64;
+                el.coords[last] = IV::C(t);
+                el.coord_range[last] = (t, t);
+                let (v, _) = self.expr(&el, seg.expr);
+                self.b
+                    .ins()
+                    .store(flags, v, base, ((konst + t) * size) as i32);
+            }
+        }
     }
 
     /// The unrolled elements of one innermost loop iteration.
@@ -845,6 +1067,36 @@ impl Gen<'_, '_> {
                 .ins()
                 .store(MemFlagsData::new().with_notrap(), v, base, off as i32);
         }
+    }
+
+    /// The address of an input element as a runtime address and a constant byte offset
+    /// (kept apart so that lanes of one vector group, which share the runtime part, can be
+    /// compared by their offsets).
+    fn input_addr(&mut self, el: &Elem<'_>, cs: &[Index]) -> (Value, i64) {
+        let seg = el.seg;
+        let size = seg.in_dtype.size() as i64;
+        let mut konst = 0i64;
+        let mut rt: Option<Value> = None;
+        let mut stride = 1i64;
+        for (c, &d) in cs.iter().zip(seg.in_shape).rev() {
+            match self.clamped(el, c, 0, d as i64 - 1) {
+                IV::C(x) => konst = konst.wrapping_add(x.wrapping_mul(stride)),
+                IV::V(v, k) => {
+                    konst = konst.wrapping_add(k.wrapping_mul(stride));
+                    let t = self.imul_c(v, stride * size);
+                    rt = Some(match rt {
+                        Some(r) => self.iadd2(r, t),
+                        None => t,
+                    });
+                }
+            }
+            stride *= d as i64;
+        }
+        let addr = match rt {
+            Some(r) => self.iadd2(seg.in_ptr, r),
+            None => seg.in_ptr,
+        };
+        (addr, konst.wrapping_mul(size))
     }
 
     fn konst(&mut self, t: ElemType, bits: u64) -> Value {
@@ -947,8 +1199,8 @@ impl Gen<'_, '_> {
             Index::Sub(a, b) => match (self.index(el, a), self.index(el, b)) {
                 (IV::C(x), IV::C(y)) => IV::C(x.wrapping_sub(y)),
                 (IV::V(v, k), IV::C(c)) => IV::V(v, k.wrapping_sub(c)),
-                (IV::C(c), IV::V(w, l)) => IV::V(self.b.ins().ineg(w), c.wrapping_sub(l)),
-                (IV::V(v, k), IV::V(w, l)) => IV::V(self.b.ins().isub(v, w), k.wrapping_sub(l)),
+                (IV::C(c), IV::V(w, l)) => IV::V(self.ineg(w), c.wrapping_sub(l)),
+                (IV::V(v, k), IV::V(w, l)) => IV::V(self.isub2(v, w), k.wrapping_sub(l)),
             },
             Index::Mul(a, b) => match (self.index(el, a), self.index(el, b)) {
                 (IV::C(x), IV::C(y)) => IV::C(x.wrapping_mul(y)),
@@ -1029,29 +1281,8 @@ impl Gen<'_, '_> {
         match e {
             Expr::Input(cs) => {
                 let seg = el.seg;
-                let size = seg.in_dtype.size() as i64;
-                let mut konst = 0i64;
-                let mut rt: Option<Value> = None;
-                let mut stride = 1i64;
-                for (c, &d) in cs.iter().zip(seg.in_shape).rev() {
-                    match self.clamped(el, c, 0, d as i64 - 1) {
-                        IV::C(x) => konst = konst.wrapping_add(x.wrapping_mul(stride)),
-                        IV::V(v, k) => {
-                            konst = konst.wrapping_add(k.wrapping_mul(stride));
-                            let t = self.imul_c(v, stride * size);
-                            rt = Some(match rt {
-                                Some(r) => self.iadd2(r, t),
-                                None => t,
-                            });
-                        }
-                    }
-                    stride *= d as i64;
-                }
-                let addr = match rt {
-                    Some(r) => self.iadd2(seg.in_ptr, r),
-                    None => seg.in_ptr,
-                };
-                let (addr, off) = self.split_offset(addr, konst.wrapping_mul(size));
+                let (addr, off) = self.input_addr(el, cs);
+                let (addr, off) = self.split_offset(addr, off);
                 let mut flags = MemFlagsData::new().with_notrap();
                 if seg.in_readonly {
                     flags = flags.with_readonly().with_can_move();

@@ -162,6 +162,7 @@ pub use call::panic_message;
 pub use error::{Error, Result};
 pub use exec::{BatchBuffers, Executor, Options};
 pub use ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec};
+pub use jit::{set_vector_code, vector_code};
 pub use op::{KernelArgs, KernelCall, KernelFn, Lowered, NativeKernel, Operation};
 pub use plan::{BufferInfo, BufferKind, Pipeline, Plan, Segment, Step};
 pub use state::{Device, ElemType, State};

@@ -255,6 +255,29 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
+
+    /// Rows of 16 elements or more take the vector path (groups of 16 lanes along the
+    /// innermost axis, unrolled up to 64 elements, a loop of groups beyond; the rest of a
+    /// row scalar): widths that are and are not multiples of 16, on both sides of 64.
+    #[test]
+    fn wide_rows_on_the_vector_path_are_bit_identical_to_interpreter(
+        h in 1usize..4, w in 14usize..100, c in prop::sample::select(vec![1usize, 3, 16, 21]),
+        choices in proptest::collection::vec(any::<u64>(), 1..5),
+        batch in 1usize..4,
+        seed in any::<u64>(),
+        epoch in 0u64..3,
+    ) {
+        let p = build(&[h, w, c], &choices);
+        let ids: Vec<u64> = (0..batch as u64).map(|i| i * 5 + 1).collect();
+        let input = common::bytes(batch * h * w * c, seed);
+        let reference = common::run(&p, false, 1, &ids, &input, seed, epoch);
+        prop_assert_eq!(&common::run(&p, true, 1, &ids, &input, seed, epoch), &reference, "JIT, 1 thread: {:?}", p);
+        prop_assert_eq!(&common::run(&p, true, 2, &ids, &input, seed, epoch), &reference, "JIT, 2 threads: {:?}", p);
+    }
+}
+
 /// An index whose runtime part and constant part are each far out of bounds but cancel
 /// (`select(.., -2^40, -2^40) + 2^40`): the generated address must still be exact.
 struct CancellingOffsets;

@@ -1,0 +1,281 @@
+//! Replacing a `u8`-indexed `f32` table (FFCV's normalize lookup table) by arithmetic that
+//! provably gives the same bits, so that the vector code computes it instead of gathering
+//! one table entry per lane.
+//!
+//! A table row `t[v]`, `v` in `0..256`, that is the `f32` rounding of a line `A v + B` (as
+//! `NormalizeImage`'s `(v - mean) / std` is) is recomputed as
+//! `(v * a_hi + b_hi) + (v * a_lo + b_lo)` in `f32` (each half one fused multiply-add where
+//! the host has FMA, a multiply and an add otherwise):
+//! `a_hi`/`b_hi` keep 15 significant bits of `A`/`B` on a common grid, so the first sum is
+//! exact, and `a_lo`/`b_lo` carry the rest, so the one rounding that matters is the last.
+//! The line is found from the table alone: the slope that leaves the most room inside
+//! every entry's rounding interval (a concave function of the slope, maximised by ternary
+//! search), and the intercept in the middle of that room. Whatever the fit gives, the
+//! formula is then evaluated for all 256 inputs with the same `f32` operations the
+//! generated code uses and kept only if every result has the table's bits; otherwise the
+//! table is read as before. Exactness therefore never rests on the fit. (The fused
+//! multiply-add computes a table entry here, not an expression of the pipeline: the
+//! pipeline's own `mul`/`add` are never fused.) A table with a `+0` entry (a mean on an
+//! integer) gets a line through that point whose halves are both exactly zero there.
+
+/// The `f32` coefficients of one table row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Affine {
+    pub a_hi: f32,
+    pub b_hi: f32,
+    pub a_lo: f32,
+    pub b_lo: f32,
+}
+
+impl Affine {
+    /// The formula, in the order and with the roundings of the generated code: with
+    /// `fused`, each half is one fused multiply-add (one rounding, and none for the exact
+    /// first half); otherwise a multiply and an add each.
+    pub fn eval(&self, v: f32, fused: bool) -> f32 {
+        if fused {
+            v.mul_add(self.a_hi, self.b_hi) + v.mul_add(self.a_lo, self.b_lo)
+        } else {
+            (v * self.a_hi + self.b_hi) + (v * self.a_lo + self.b_lo)
+        }
+    }
+}
+
+/// Coefficients for every row `j` of a table laid out as `bits[v * rows + j]` (bit
+/// patterns of `f32`), or `None` if some row is not reproduced exactly.
+pub(super) fn fit_table(bits: &[u64], rows: usize, fused: bool) -> Option<Vec<Affine>> {
+    if rows == 0 || bits.len() != 256 * rows {
+        return None;
+    }
+    (0..rows)
+        .map(|j| {
+            let row: Vec<f32> = (0..256)
+                .map(|v| f32::from_bits(bits[v * rows + j] as u32))
+                .collect();
+            fit_row(&row, fused)
+        })
+        .collect()
+}
+
+/// The rounding interval of a finite nonzero `f32` (midpoints to its neighbours).
+fn interval(t: f32) -> (f64, f64) {
+    let b = t.to_bits();
+    // Neighbours away from and towards zero (same sign: `t` is not zero).
+    let away = f64::from(f32::from_bits(b + 1));
+    let toward = f64::from(f32::from_bits(b - 1));
+    let t = f64::from(t);
+    let (lo, hi) = if t > 0.0 {
+        (toward, away)
+    } else {
+        (away, toward)
+    };
+    ((t + lo) / 2.0, (t + hi) / 2.0)
+}
+
+fn fit_row(row: &[f32], fused: bool) -> Option<Affine> {
+    if row
+        .iter()
+        .any(|t| !t.is_finite() || t.to_bits() == 0x8000_0000 || t.abs() == f32::MAX)
+    {
+        return None;
+    }
+    let zeros: Vec<usize> = (0..row.len()).filter(|&v| row[v] == 0.0).collect();
+    let iv: Vec<(f64, f64)> = row
+        .iter()
+        .map(|&t| if t == 0.0 { (0.0, 0.0) } else { interval(t) })
+        .collect();
+    match zeros[..] {
+        [] => fit_free(row, &iv, fused),
+        [v0] => fit_through_zero(row, &iv, v0, fused),
+        _ => None,
+    }
+}
+
+/// Any line: the slope with the most room for the intercept, the intercept in its middle.
+fn fit_free(row: &[f32], iv: &[(f64, f64)], fused: bool) -> Option<Affine> {
+    // Room left for the intercept at slope `a`, and its middle.
+    let room = |a: f64| -> (f64, f64) {
+        let mut lo = f64::NEG_INFINITY;
+        let mut hi = f64::INFINITY;
+        for (v, &(l, u)) in iv.iter().enumerate() {
+            lo = lo.max(l - a * v as f64);
+            hi = hi.min(u - a * v as f64);
+        }
+        (hi - lo, (hi + lo) / 2.0)
+    };
+    let (first, last) = (f64::from(row[0]), f64::from(row[255]));
+    let slope = (last - first) / 255.0;
+    let width = ((iv[0].1 - iv[0].0) + (iv[255].1 - iv[255].0)) / 255.0 * 2.0;
+    let (mut lo, mut hi) = (slope - width, slope + width);
+    for _ in 0..200 {
+        let m1 = lo + (hi - lo) / 3.0;
+        let m2 = hi - (hi - lo) / 3.0;
+        if room(m1).0 < room(m2).0 {
+            lo = m1;
+        } else {
+            hi = m2;
+        }
+    }
+    let a = (lo + hi) / 2.0;
+    let (r, b) = room(a);
+    if r <= 0.0 || a == 0.0 || !a.is_finite() || !b.is_finite() {
+        return None;
+    }
+    // A grid of 15 significant bits of the slope; the intercept on the same grid.
+    let grid = 2f64.powi(a.abs().log2().floor() as i32 - 14);
+    let a_hi = (a / grid).round() * grid;
+    let b_hi = (b / grid).round() * grid;
+    verified(
+        row,
+        fused,
+        Affine {
+            a_hi: a_hi as f32,
+            b_hi: b_hi as f32,
+            a_lo: (a - a_hi) as f32,
+            b_lo: (b - b_hi) as f32,
+        },
+    )
+}
+
+/// A line through `(v0, +0)` (the mean on an integer): both halves of the formula are
+/// made exactly zero there, so the sum is `+0` as in the table.
+fn fit_through_zero(row: &[f32], iv: &[(f64, f64)], v0: usize, fused: bool) -> Option<Affine> {
+    let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+    for (v, &(l, u)) in iv.iter().enumerate() {
+        let d = v as f64 - v0 as f64;
+        if d == 0.0 {
+            continue;
+        }
+        let (x, y) = if d > 0.0 {
+            (l / d, u / d)
+        } else {
+            (u / d, l / d)
+        };
+        lo = lo.max(x);
+        hi = hi.min(y);
+    }
+    let a = (lo + hi) / 2.0;
+    if lo >= hi || a == 0.0 || !a.is_finite() {
+        return None;
+    }
+    let grid = 2f64.powi(a.abs().log2().floor() as i32 - 14);
+    let a_hi = (a / grid).round() * grid;
+    // 16 significant bits for the rest too, so that `v0 * a_lo` is exact and the second
+    // half is exactly zero at `v0` with or without fusing; the line still passes through
+    // `v0`, so the error this adds is relative (2^-31), not absolute.
+    let rest = a - a_hi;
+    let a_lo = if rest == 0.0 {
+        0.0
+    } else {
+        let g = 2f64.powi(rest.abs().log2().floor() as i32 - 15);
+        ((rest / g).round() * g) as f32
+    };
+    let v0 = v0 as f32;
+    verified(
+        row,
+        fused,
+        Affine {
+            a_hi: a_hi as f32,
+            b_hi: -(v0 * a_hi as f32),
+            a_lo,
+            b_lo: -(v0 * a_lo),
+        },
+    )
+}
+
+/// `f` if it gives every entry of `row` bit for bit, with the generated code's operations.
+fn verified(row: &[f32], fused: bool, f: Affine) -> Option<Affine> {
+    let exact = row
+        .iter()
+        .enumerate()
+        .all(|(v, t)| f.eval(v as f32, fused).to_bits() == t.to_bits());
+    exact.then_some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(mean: &[f64], std: &[f64]) -> Vec<u64> {
+        let mut t = Vec::new();
+        for v in 0..256 {
+            for (m, s) in mean.iter().zip(std) {
+                t.push(u64::from((((f64::from(v) - m) / s) as f32).to_bits()));
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn normalize_tables_are_reproduced_bit_for_bit() {
+        // ImageNet and CIFAR statistics (pixel units), and the benchmark's.
+        for (mean, std) in [
+            (
+                vec![0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
+                vec![0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
+            ),
+            (
+                vec![125.307, 122.961, 113.8575],
+                vec![51.5865, 50.847, 51.255],
+            ),
+            (vec![125.3, 123.0, 113.9], vec![63.0, 62.1, 66.7]),
+            // Means on integers: a zero entry, which must come out as +0.
+            (vec![128.0, 0.0, 255.0], vec![64.0, 1.0, 127.5]),
+        ] {
+            let bits = table(&mean, &std);
+            for fused in [false, true] {
+                let fit = fit_table(&bits, 3, fused).expect("a normalize table fits");
+                for v in 0..256 {
+                    for j in 0..3 {
+                        assert_eq!(
+                            u64::from(fit[j].eval(v as f32, fused).to_bits()),
+                            bits[v * 3 + j],
+                            "v {v} row {j} fused {fused}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Over many means and deviations (deterministic), nearly every table has an exact
+    /// form, and every form returned reproduces its table (checked again here).
+    #[test]
+    fn most_normalize_tables_fit_and_every_fit_is_exact() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut fitted = [0, 0];
+        for _ in 0..400 {
+            let (m, s) = (next() * 255.0, 0.5 + next() * 100.0);
+            let bits = table(&[m], &[s]);
+            for fused in [false, true] {
+                if let Some(f) = fit_table(&bits, 1, fused) {
+                    fitted[fused as usize] += 1;
+                    for (v, &b) in bits.iter().enumerate() {
+                        assert_eq!(u64::from(f[0].eval(v as f32, fused).to_bits()), b);
+                    }
+                }
+            }
+        }
+        eprintln!("{fitted:?} of 400 tables fitted (separate, fused)");
+        assert!(
+            fitted.iter().all(|&n| n >= 380),
+            "{fitted:?} of 400 tables fitted"
+        );
+    }
+
+    #[test]
+    fn tables_that_are_not_lines_are_refused() {
+        let mut bits = table(&[100.5], &[50.0]);
+        assert!(fit_table(&bits, 1, false).is_some());
+        bits[77] = u64::from(1.0f32.to_bits());
+        assert_eq!(fit_table(&bits, 1, false), None);
+        assert_eq!(fit_table(&bits, 1, true), None);
+        // A wrong length is refused too.
+        assert_eq!(fit_table(&table(&[100.5], &[50.0])[..255], 1, false), None);
+    }
+}

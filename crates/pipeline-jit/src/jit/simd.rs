@@ -1,0 +1,503 @@
+//! Vector code for fused loop nests: [`LANES`] consecutive elements of the innermost output
+//! axis are computed at once in 128-bit Cranelift vectors (`I8X16`, `I32X4`, `F32X4`, …).
+//!
+//! A wide value of element type `t` is `t.size()` registers of 16 bytes holding the lanes in
+//! order. Only operations whose per-lane result is exactly the scalar one are emitted as
+//! vector instructions: IEEE `fadd`/`fsub`/`fmul`/`fdiv`/`fmin`/`fmax` (the same operation
+//! per lane, in the same order, no fusing), wrapping integer add/sub/mul, integer min/max,
+//! and the conversions `u8 -> i32 -> f32` (exact widening, then the same `fcvt_from_sint`).
+//! Everything else (data-dependent table lookups, per-lane conditions, f16, narrowing casts)
+//! is emitted by the scalar code once per lane and gathered into a vector with
+//! `insertlane`, so the vector path computes bit for bit what the scalar path does.
+//!
+//! Loads: when the 16 lanes of an input read share one runtime address and differ by
+//! constant offsets (a contiguous row, a flipped row, a stride-3 HWC channel), the bytes are
+//! read with 16-byte loads that cover exactly the span from the first to the last lane's
+//! element (the last load is moved back to end at the span's end, overlapping the one
+//! before), then rearranged with `shuffle`. Every byte of that span lies between two lane
+//! addresses that the scalar code would read, so the loads stay inside the buffer.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cranelift_codegen::ir::types;
+use cranelift_codegen::ir::{ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value};
+
+use super::{CV, Elem, Gen, IV};
+use crate::ir::{BinOp, Expr, Index};
+use crate::state::ElemType;
+
+/// Elements of the innermost output axis computed by one vector group.
+pub(super) const LANES: usize = 16;
+
+/// Most 16-byte loads one vector input read may use before it is gathered lane by lane.
+const MAX_LOADS: usize = 16;
+
+static VECTOR_CODE: AtomicBool = AtomicBool::new(true);
+
+/// Whether the code generator emits vector code for fused loop nests (the default). Turning
+/// it off makes every later compilation emit the scalar nest only: a benchmark switch, so
+/// that both loops can be measured in one process. Outputs are bit-identical either way.
+pub fn set_vector_code(enabled: bool) {
+    VECTOR_CODE.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether later compilations emit vector code (see [`set_vector_code`]). Always `false`
+/// on a host whose vector instructions Cranelift's lowering of shuffles and widening needs
+/// are missing (x86-64 before SSSE3 and SSE4.1); the scalar nest is emitted there.
+pub fn vector_code() -> bool {
+    VECTOR_CODE.load(Ordering::Relaxed) && host_vectors()
+}
+
+fn host_vectors() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("sse4.1")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// Whether the host has fused multiply-add, which Cranelift's native ISA then enables
+/// (used only by the verified table replacement of [`super::affine`]).
+fn host_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// The 128-bit vector type holding lanes of `t`.
+pub(super) fn vty(t: ElemType) -> Type {
+    match t {
+        ElemType::U8 => types::I8X16,
+        ElemType::I32 => types::I32X4,
+        ElemType::I64 => types::I64X2,
+        ElemType::F16 => types::I16X8,
+        ElemType::F32 => types::F32X4,
+        ElemType::F64 => types::F64X2,
+    }
+}
+
+/// Whether `op` on lanes of `t` has a vector instruction whose lanes equal the scalar one.
+fn vector_bin(op: BinOp, t: ElemType) -> bool {
+    match t {
+        ElemType::F32 | ElemType::F64 => true,
+        ElemType::I32 => op != BinOp::Div,
+        ElemType::U8 => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Min | BinOp::Max),
+        ElemType::I64 => matches!(op, BinOp::Add | BinOp::Sub),
+        ElemType::F16 => false,
+    }
+}
+
+fn vflags() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+impl Gen<'_, '_> {
+    /// Emit `e` for the lanes `lanes` (one emission context per lane): `t.size()` vector
+    /// registers and the element type.
+    pub(super) fn vexpr(&mut self, lanes: &[Elem<'_>], e: &Expr) -> (Vec<Value>, ElemType) {
+        let seg = lanes[0].seg;
+        match e {
+            Expr::Input(cs) => {
+                let addrs: Vec<(Value, i64)> =
+                    lanes.iter().map(|el| self.input_addr(el, cs)).collect();
+                if addrs.iter().all(|a| a.0 == addrs[0].0) {
+                    let offs: Vec<i64> = addrs.iter().map(|a| a.1).collect();
+                    if let Some(regs) = self.vload(addrs[0].0, &offs, seg.in_dtype, seg.in_readonly)
+                    {
+                        return (regs, seg.in_dtype);
+                    }
+                }
+                self.gather(lanes, e)
+            }
+            Expr::Const(t, bits) => {
+                let per = 16 / t.size();
+                let v = self.vconsts(*t, &vec![*bits; per])[0];
+                (vec![v; t.size()], *t)
+            }
+            Expr::Table(t, bits, i) => {
+                if *t == ElemType::F32
+                    && let Some(regs) = self.affine_table(lanes, bits, i)
+                {
+                    return (regs, ElemType::F32);
+                }
+                let hi = bits.len() as i64 - 1;
+                let ivs: Vec<IV> = lanes.iter().map(|el| self.clamped(el, i, 0, hi)).collect();
+                if ivs.iter().all(|iv| matches!(iv, IV::C(_))) {
+                    let lane_bits: Vec<u64> = ivs
+                        .iter()
+                        .map(|iv| match iv {
+                            IV::C(k) => bits[*k as usize],
+                            IV::V(..) => unreachable!("checked constant"),
+                        })
+                        .collect();
+                    return (self.vconsts(*t, &lane_bits), *t);
+                }
+                let same = match ivs[0] {
+                    IV::V(v, k) => ivs
+                        .iter()
+                        .all(|iv| matches!(iv, IV::V(w, l) if *w == v && *l == k)),
+                    IV::C(_) => false,
+                };
+                if same {
+                    // One entry for every lane (a per-channel table in a channel loop).
+                    let (s, t) = self.expr(&lanes[0], e);
+                    let v = self.b.ins().splat(vty(t), s);
+                    return (vec![v; t.size()], t);
+                }
+                self.gather(lanes, e)
+            }
+            Expr::Cast(to, a) => {
+                let Ok(from) = a.dtype(seg.in_dtype) else {
+                    return self.gather(lanes, e);
+                };
+                match (from, *to) {
+                    _ if from == *to => self.vexpr(lanes, a),
+                    (ElemType::U8, ElemType::I32 | ElemType::F32) => {
+                        let (x, _) = self.vexpr(lanes, a);
+                        let mut regs = self.widen_u8_to_i32(x[0]);
+                        if *to == ElemType::F32 {
+                            for r in &mut regs {
+                                *r = self.b.ins().fcvt_from_sint(types::F32X4, *r);
+                            }
+                        }
+                        (regs, *to)
+                    }
+                    (ElemType::I32, ElemType::F32) => {
+                        let (x, _) = self.vexpr(lanes, a);
+                        let regs = x
+                            .iter()
+                            .map(|&r| self.b.ins().fcvt_from_sint(types::F32X4, r))
+                            .collect();
+                        (regs, *to)
+                    }
+                    _ => self.gather(lanes, e),
+                }
+            }
+            Expr::Bin(op, a, b) => {
+                let Ok(t) = a.dtype(seg.in_dtype) else {
+                    return self.gather(lanes, e);
+                };
+                if !vector_bin(*op, t) {
+                    return self.gather(lanes, e);
+                }
+                let (x, _) = self.vexpr(lanes, a);
+                let (y, _) = self.vexpr(lanes, b);
+                let regs = x
+                    .iter()
+                    .zip(&y)
+                    .map(|(&x, &y)| self.vbin(*op, t, x, y))
+                    .collect();
+                (regs, t)
+            }
+            Expr::Select(c, a, b) => {
+                let cs: Vec<CV> = lanes.iter().map(|el| self.cond(el, c)).collect();
+                if cs.iter().all(|c| matches!(c, CV::C(true))) {
+                    self.vexpr(lanes, a)
+                } else if cs.iter().all(|c| matches!(c, CV::C(false))) {
+                    self.vexpr(lanes, b)
+                } else {
+                    self.gather(lanes, e)
+                }
+            }
+            Expr::FromIndex(..) => self.gather(lanes, e),
+        }
+    }
+
+    /// `table[x * rows + j]` for a `u8` value `x` and a row `j` common to all lanes, as
+    /// the arithmetic of [`super::affine`] when the table has an exact one.
+    fn affine_table(
+        &mut self,
+        lanes: &[Elem<'_>],
+        bits: &std::sync::Arc<[u64]>,
+        i: &Index,
+    ) -> Option<Vec<Value>> {
+        let seg = lanes[0].seg;
+        let Index::Add(a, j) = i else { return None };
+        let Index::Mul(x, k) = &**a else { return None };
+        let (Index::Value(x), Index::Const(rows)) = (&**x, &**k) else {
+            return None;
+        };
+        let rows = usize::try_from(*rows).ok()?;
+        if x.dtype(seg.in_dtype).ok()? != ElemType::U8 || bits.len() != 256 * rows {
+            return None;
+        }
+        // The row must be provably in `0..rows` (then no clamping happens) and the same
+        // for every lane.
+        for el in lanes {
+            let (lo, hi) = self.range(el, j)?;
+            if lo < 0 || hi >= rows as i64 {
+                return None;
+            }
+        }
+        let ivs: Vec<IV> = lanes.iter().map(|el| self.index(el, j)).collect();
+        let uniform = ivs.iter().all(|iv| match (iv, &ivs[0]) {
+            (IV::C(a), IV::C(b)) => a == b,
+            (IV::V(v, k), IV::V(w, l)) => v == w && k == l,
+            _ => false,
+        });
+        if !uniform {
+            return None;
+        }
+        let key = bits.as_ptr() as usize;
+        if !self.affine.contains_key(&key) {
+            let fit = super::affine::fit_table(bits, rows, host_fma()).map(|rows| {
+                let mut bytes = Vec::with_capacity(rows.len() * 16);
+                for r in &rows {
+                    for c in [r.a_hi, r.b_hi, r.a_lo, r.b_lo] {
+                        bytes.extend_from_slice(&c.to_ne_bytes());
+                    }
+                }
+                let bytes = bytes.into_boxed_slice();
+                let base = bytes.as_ptr() as i64;
+                self.tables.push(bytes);
+                (rows, base)
+            });
+            tracing::debug!(rows, exact = fit.is_some(), "u8 -> f32 table as arithmetic");
+            self.affine.insert(key, fit);
+        }
+        let (coefs, base) = self.affine[&key].clone()?;
+        let splats: Vec<Value> = match ivs[0] {
+            IV::C(r) => {
+                let f = coefs[r as usize];
+                [f.a_hi, f.b_hi, f.a_lo, f.b_lo]
+                    .into_iter()
+                    .map(|c| self.vconsts(ElemType::F32, &[u64::from(c.to_bits()); 4])[0])
+                    .collect()
+            }
+            IV::V(v, k) => {
+                let off = self.imul_c(v, 16);
+                let addr = self.iadd_c(off, base);
+                let flags = MemFlagsData::new()
+                    .with_notrap()
+                    .with_readonly()
+                    .with_can_move();
+                (0..4)
+                    .map(|c| {
+                        let (a, o) = self.split_offset(addr, k.wrapping_mul(16) + 4 * c);
+                        let s = self.b.ins().load(types::F32, flags, a, o);
+                        self.b.ins().splat(types::F32X4, s)
+                    })
+                    .collect()
+            }
+        };
+        let (xv, _) = self.vexpr(lanes, x);
+        let ints = self.widen_u8_to_i32(xv[0]);
+        let regs = ints
+            .into_iter()
+            .map(|r| {
+                let v = self.b.ins().fcvt_from_sint(types::F32X4, r);
+                let (hi, lo) = if host_fma() {
+                    (
+                        self.b.ins().fma(v, splats[0], splats[1]),
+                        self.b.ins().fma(v, splats[2], splats[3]),
+                    )
+                } else {
+                    let p = self.b.ins().fmul(v, splats[0]);
+                    let q = self.b.ins().fmul(v, splats[2]);
+                    (
+                        self.b.ins().fadd(p, splats[1]),
+                        self.b.ins().fadd(q, splats[3]),
+                    )
+                };
+                self.b.ins().fadd(hi, lo)
+            })
+            .collect();
+        Some(regs)
+    }
+
+    fn vbin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
+        let ins = self.b.ins();
+        if t.is_float() {
+            match op {
+                BinOp::Add => ins.fadd(x, y),
+                BinOp::Sub => ins.fsub(x, y),
+                BinOp::Mul => ins.fmul(x, y),
+                BinOp::Div => ins.fdiv(x, y),
+                BinOp::Min => ins.fmin(x, y),
+                BinOp::Max => ins.fmax(x, y),
+            }
+        } else {
+            match op {
+                BinOp::Add => ins.iadd(x, y),
+                BinOp::Sub => ins.isub(x, y),
+                BinOp::Mul => ins.imul(x, y),
+                BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
+                BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
+                BinOp::Min => ins.smin(x, y),
+                BinOp::Max => ins.smax(x, y),
+                // Excluded by `vector_bin`; keep emission total.
+                BinOp::Div => x,
+            }
+        }
+    }
+
+    /// Sixteen `u8` lanes zero-extended to four `I32X4` registers, in lane order.
+    fn widen_u8_to_i32(&mut self, x: Value) -> Vec<Value> {
+        let lo = self.b.ins().uwiden_low(x);
+        let hi = self.b.ins().uwiden_high(x);
+        let mut out = Vec::with_capacity(4);
+        for h in [lo, hi] {
+            out.push(self.b.ins().uwiden_low(h));
+            out.push(self.b.ins().uwiden_high(h));
+        }
+        out
+    }
+
+    /// Vector constants holding `bits` (one entry per lane) as elements of `t`.
+    fn vconsts(&mut self, t: ElemType, bits: &[u64]) -> Vec<Value> {
+        let size = t.size();
+        let per = 16 / size;
+        bits.chunks(per)
+            .map(|chunk| {
+                let mut bytes = Vec::with_capacity(16);
+                for &b in chunk {
+                    bytes.extend_from_slice(&b.to_le_bytes()[..size]);
+                }
+                let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+                self.b.ins().vconst(vty(t), c)
+            })
+            .collect()
+    }
+
+    /// The scalar code for each lane, gathered into vectors.
+    fn gather(&mut self, lanes: &[Elem<'_>], e: &Expr) -> (Vec<Value>, ElemType) {
+        let vals: Vec<(Value, ElemType)> = lanes.iter().map(|el| self.expr(el, e)).collect();
+        let t = vals[0].1;
+        let per = 16 / t.size();
+        let regs = vals
+            .chunks(per)
+            .map(|chunk| {
+                let mut v = self.b.ins().splat(vty(t), chunk[0].0);
+                for (j, &(x, _)) in chunk.iter().enumerate().skip(1) {
+                    v = self.b.ins().insertlane(v, x, j as u8);
+                }
+                v
+            })
+            .collect();
+        (regs, t)
+    }
+
+    /// Load lanes of `t` at `addr + offs[lane]` (bytes) with 16-byte loads inside the span
+    /// of the lanes, rearranged by shuffles; `None` when the span is shorter than a vector or
+    /// needs too many loads (the caller gathers lane by lane).
+    fn vload(
+        &mut self,
+        addr: Value,
+        offs: &[i64],
+        t: ElemType,
+        readonly: bool,
+    ) -> Option<Vec<Value>> {
+        let size = t.size() as i64;
+        let min = *offs.iter().min()?;
+        let end = offs.iter().max()?.checked_add(size)?;
+        if end.checked_sub(min)? < 16 {
+            return None;
+        }
+        let mut pos = Vec::new();
+        let mut p = min;
+        while p + 16 < end {
+            pos.push(p);
+            p += 16;
+        }
+        pos.push(end - 16);
+        if pos.len() > MAX_LOADS {
+            return None;
+        }
+        let mut flags = MemFlagsData::new().with_notrap();
+        if readonly {
+            flags = flags.with_readonly().with_can_move();
+        }
+        let per = 16 / t.size();
+        let mut raw: Vec<Option<Value>> = vec![None; pos.len()];
+        let mut regs = Vec::with_capacity(t.size());
+        for r in 0..t.size() {
+            // For each byte of the register: which load holds it, and where.
+            let src: Vec<(usize, u8)> = (0..16)
+                .map(|j| {
+                    let lane = r * per + j / t.size();
+                    let b = offs[lane] + (j % t.size()) as i64;
+                    let q = pos
+                        .iter()
+                        .position(|&p| p <= b && b < p + 16)
+                        .expect("the loads cover the span");
+                    (q, (b - pos[q]) as u8)
+                })
+                .collect();
+            if src
+                .iter()
+                .enumerate()
+                .all(|(j, &(q, i))| q == src[0].0 && i as usize == j)
+            {
+                let (a, o) = self.split_offset(addr, pos[src[0].0]);
+                regs.push(self.b.ins().load(vty(t), flags, a, o));
+                continue;
+            }
+            let mut order: Vec<usize> = Vec::new();
+            for &(q, _) in &src {
+                if !order.contains(&q) {
+                    order.push(q);
+                }
+            }
+            let mut load = |g: &mut Self, q: usize| -> Value {
+                *raw[q].get_or_insert_with(|| {
+                    let (a, o) = g.split_offset(addr, pos[q]);
+                    g.b.ins().load(types::I8X16, flags, a, o)
+                })
+            };
+            let l0 = load(self, order[0]);
+            let l1 = match order.get(1) {
+                Some(&q) => load(self, q),
+                None => l0,
+            };
+            let mask: Vec<u8> = src
+                .iter()
+                .map(|&(q, i)| {
+                    if q == order[0] {
+                        i
+                    } else if Some(&q) == order.get(1) {
+                        16 + i
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let mut acc = self.shuffle(l0, l1, &mask);
+            for &q in order.iter().skip(2) {
+                let lq = load(self, q);
+                let mask: Vec<u8> = src
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &(sq, i))| if sq == q { 16 + i } else { j as u8 })
+                    .collect();
+                acc = self.shuffle(acc, lq, &mask);
+            }
+            if t != ElemType::U8 {
+                acc = self.b.ins().bitcast(vty(t), vflags(), acc);
+            }
+            regs.push(acc);
+        }
+        Some(regs)
+    }
+
+    fn shuffle(&mut self, a: Value, b: Value, mask: &[u8]) -> Value {
+        let imm = self.b.func.dfg.immediates.push(ConstantData::from(mask));
+        self.b.ins().shuffle(a, b, imm)
+    }
+}
