@@ -131,10 +131,15 @@ fn copy_padded(data: &[u8], out: &mut [u8]) -> Result<(), String> {
 fn max_stored_len(reader: &Reader, field: usize) -> Result<usize, String> {
     let mut max = 0u64;
     for sample in 0..reader.num_samples() {
+        // From the metadata alone (beton-io's extent of the sample), so a remote dataset,
+        // whose data is not in memory at build time, is not read here.
+        let meta = reader
+            .metadata_bytes(sample, field)
+            .map_err(|e| e.to_string())?;
         let len = reader
-            .field_data(sample, field)
-            .map_err(|e| e.to_string())?
-            .map_or(0, |d| d.len() as u64);
+            .stored_extent(field, meta)
+            .map_err(|reason| format!("sample {sample}: invalid metadata: {reason}"))?
+            .map_or(0, |(_, len)| len);
         max = max.max(len);
     }
     usize::try_from(max).map_err(|_| format!("largest sample of {max} bytes exceeds memory"))
