@@ -23,7 +23,8 @@ tasks:
                       (the whole workspace), then the Python package's pytest suite in
                       target/python-venv; stops at the first failing step
   bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
-                      `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]`
+                      `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]
+                      [--transform FIELD=OP[,OP...]]...`
   gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
                       target/gpu-bundle/ with a run.sh for a GPU host
   tidy                only the tidy checks: every .rs file opens with a `//!` line and has

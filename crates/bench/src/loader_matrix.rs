@@ -15,6 +15,8 @@
 //! The consumer only drops each batch (as `ffcv bench` without `--touch`), so a row measures
 //! the loader alone. The `tracing-overhead` row bounds the cost of the loader's
 //! instrumentation with no subscriber installed against the run-to-run noise.
+//! With `--transform FIELD=OP[,OP…]` the decoder-only rows run the user's ops after their
+//! decoder and carry a name suffix (the rule is in [`crate::row_transforms`]).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -31,6 +33,7 @@ use serde_json::json;
 
 use crate::datasets::Dataset;
 use crate::report::Row;
+use crate::row_transforms::RowTransforms;
 use crate::timing::Timing;
 
 /// Timed epochs per row (after one warm-up epoch).
@@ -146,6 +149,15 @@ impl PipelineName {
         }
     }
 
+    /// Whether the row's pipeline on its data set's field is a decoder alone (`copy`,
+    /// `rrc64`, `rrc224`): the rows that `--transform` changes.
+    pub fn is_decoder_only(self) -> bool {
+        matches!(
+            self,
+            PipelineName::Copy | PipelineName::Rrc64 | PipelineName::Rrc224
+        )
+    }
+
     /// Whether the loader compiles pipelines (`LoaderBuilder::compile`).
     pub fn compile(self) -> bool {
         !matches!(
@@ -223,6 +235,23 @@ impl Config {
             name.push_str("/cuda0");
         }
         name
+    }
+
+    /// The row name under `transforms` (those that apply to the data set): a decoder-only
+    /// row that runs them gets their suffix (`/+image=flip,chw`), other rows keep
+    /// [`Config::row_name`].
+    pub fn row_name_with(&self, label: &str, transforms: &RowTransforms) -> String {
+        let name = self.row_name(label);
+        if self.runs(transforms) {
+            name + &transforms.suffix()
+        } else {
+            name
+        }
+    }
+
+    /// Whether the row runs `transforms` (those that apply to its data set).
+    pub fn runs(&self, transforms: &RowTransforms) -> bool {
+        !transforms.is_empty() && self.pipeline.is_decoder_only()
     }
 
     /// The same configuration with another pipeline.
@@ -338,13 +367,51 @@ pub fn tracing_row_name(label: &str) -> String {
     format!("loader/{label}/tracing-overhead")
 }
 
-/// Every row name this suite can produce for data set `label`.
+/// Every row name this suite can produce for data set `label` (no `--transform`).
+#[cfg(test)]
 pub fn row_names(label: &str) -> Vec<String> {
-    let mut names: Vec<String> = configs(label).iter().map(|c| c.row_name(label)).collect();
+    row_names_with(label, &RowTransforms::default())
+}
+
+/// Every row name this suite can produce for data set `label` under `transforms` (all of
+/// the run's: those on fields the data set lacks are dropped here).
+pub fn row_names_with(label: &str, transforms: &RowTransforms) -> Vec<String> {
+    let fields = dataset_fields(label);
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let transforms = transforms.for_fields(&fields);
+    let mut names: Vec<String> = configs(label)
+        .iter()
+        .map(|c| c.row_name_with(label, &transforms))
+        .collect();
     if label == "3k" {
-        names.push(tracing_row_name(label));
+        names.push(tracing_row_name_with(label, &transforms));
     }
     names
+}
+
+/// The tracing-overhead row's name under `transforms`: it is measured on the reference
+/// row, a decoder-only row, so it carries the same suffix.
+pub fn tracing_row_name_with(label: &str, transforms: &RowTransforms) -> String {
+    let suffix = if reference(label).runs(transforms) {
+        transforms.suffix()
+    } else {
+        String::new()
+    };
+    tracing_row_name(label) + &suffix
+}
+
+/// The fields of the data set labelled `label`, known without writing it (the names
+/// `--only` is matched against depend on them under `--transform`).
+pub fn dataset_fields(label: &str) -> Vec<String> {
+    match label {
+        JPEG_LABEL | PHOTOS_LABEL => vec!["image".to_owned(), "label".to_owned()],
+        _ => crate::datasets::small()
+            .into_iter()
+            .find(|recipe| recipe.label == label)
+            .and_then(|recipe| recipe.spec.fields().ok())
+            .map(|fields| fields.into_iter().map(|f| f.name).collect())
+            .unwrap_or_default(),
+    }
 }
 
 /// Batch size of the rows on data set `label` (FFCV's benchmark sizes).
@@ -497,8 +564,13 @@ fn num_samples(dataset: &Dataset) -> Result<u64, String> {
         .num_samples())
 }
 
-/// The loader builder of a row: what a user would build for `config` on `dataset`.
-pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, String> {
+/// The loader builder of a row: what a user would build for `config` on `dataset`, with
+/// `transforms` (those that apply to the data set) after the decoders of a decoder-only row.
+pub fn builder(
+    dataset: &Dataset,
+    config: &Config,
+    transforms: &RowTransforms,
+) -> Result<LoaderBuilder, String> {
     let builder = Loader::builder(&dataset.path)
         .batch_size(batch_size(&dataset.label))
         .num_workers(config.workers.map_or(-1, |n| n as i64))
@@ -553,11 +625,47 @@ pub fn builder(dataset: &Dataset, config: &Config) -> Result<LoaderBuilder, Stri
                     .then(transforms::to_torch_image()),
             ),
     };
+    let builder = if config.runs(transforms) {
+        with_transforms(builder, dataset, config.pipeline, transforms)?
+    } else {
+        builder
+    };
     Ok(if config.cuda {
         builder.device(ffcv::gpu::DeviceSpec::Cuda(0))
     } else {
         builder
     })
+}
+
+/// `builder` with each field of `transforms` given one pipeline: the row's decoder for it
+/// (the data set's field under `pipeline`, else the field type's default) and the ops.
+fn with_transforms(
+    mut builder: LoaderBuilder,
+    dataset: &Dataset,
+    pipeline: PipelineName,
+    transforms: &RowTransforms,
+) -> Result<LoaderBuilder, String> {
+    let reader = beton_io::Reader::open(&dataset.path).map_err(|err| err.to_string())?;
+    for t in transforms.fields() {
+        let decoder = if t.field == dataset.field {
+            match pipeline {
+                PipelineName::Rrc64 => Some(
+                    JPEG_DECODER
+                        .parse()
+                        .map_err(|err| format!("{JPEG_DECODER}: {err}"))?,
+                ),
+                PipelineName::Rrc224 => Some(photos_decoder()?),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let spec =
+            ffcv::transform_spec::field_pipeline(&reader, &t.field, decoder.as_ref(), &t.ops)
+                .map_err(|err| format!("--transform {t:?}: {err}"))?;
+        builder = builder.pipeline(t.field.clone(), spec);
+    }
+    Ok(builder)
 }
 
 fn photos_decoder() -> Result<ffcv::DecoderChoice, String> {
@@ -578,10 +686,14 @@ struct Run {
 
 /// Measures the configurations of one group: every loader is built and warmed up, then the
 /// timed epochs alternate between them (round `r` runs epoch `r` of each in turn).
-fn measure_group(dataset: &Dataset, group: &[Config]) -> Result<Vec<Measured>, String> {
+fn measure_group(
+    dataset: &Dataset,
+    group: &[Config],
+    transforms: &RowTransforms,
+) -> Result<Vec<Measured>, String> {
     let mut runs = Vec::with_capacity(group.len());
     for config in group {
-        let mut loader = builder(dataset, config)?
+        let mut loader = builder(dataset, config, transforms)?
             .build()
             .map_err(|err| err.to_string())?;
         // The warm-up epoch starts with empty slots, so its reads are the order's own
@@ -652,9 +764,13 @@ fn measure_group(dataset: &Dataset, group: &[Config]) -> Result<Vec<Measured>, S
 /// One configuration measured alone.
 #[cfg(test)]
 fn measure(dataset: &Dataset, config: &Config) -> Result<Measured, String> {
-    measure_group(dataset, std::slice::from_ref(config))?
-        .pop()
-        .ok_or_else(|| "no measurement".to_owned())
+    measure_group(
+        dataset,
+        std::slice::from_ref(config),
+        &RowTransforms::default(),
+    )?
+    .pop()
+    .ok_or_else(|| "no measurement".to_owned())
 }
 
 /// One epoch; each batch's wait (the consumer's view of latency) goes to `latencies_ms`.
@@ -791,7 +907,13 @@ pub fn disabled_span_ns(iterations: u32) -> f64 {
 /// pass (a page-load span per page read, and stage, slot-wait and consumer-wait spans per
 /// batch), times the measured cost of a disabled span, against the epoch time and its noise
 /// (spread of the timed epochs of the reference row).
-fn tracing_row(dataset: &Dataset, reference: &Row, m: &Measured, page_size: u64) -> Row {
+fn tracing_row(
+    dataset: &Dataset,
+    reference: &Row,
+    m: &Measured,
+    page_size: u64,
+    transforms: &RowTransforms,
+) -> Row {
     let span_ns = disabled_span_ns(1_000_000);
     let batches = m.latencies_ms.len() as f64 / EPOCHS as f64;
     let pages = (m.payload_per_epoch as f64 / page_size as f64).ceil();
@@ -802,7 +924,7 @@ fn tracing_row(dataset: &Dataset, reference: &Row, m: &Measured, page_size: u64)
         m.epochs.seconds.last().unwrap_or(&median) - m.epochs.seconds.first().unwrap_or(&median);
     let noise = spread / median;
     let mut row = Row {
-        name: tracing_row_name(&dataset.label),
+        name: tracing_row_name_with(&dataset.label, transforms),
         config: format!(
             "{} spans/epoch x {span_ns:.1} ns (disabled span, no subscriber) vs {median:.4} s epochs of {}",
             spans_per_epoch as u64, reference.name
@@ -857,28 +979,43 @@ fn compare_with_twin(row: &mut Row, m: &Measured, twin_name: &str, twin: &Measur
 /// group that fails (e.g. the memory guard) gives no rows; its error goes to `progress`.
 pub fn rows(
     dataset: &Dataset,
+    transforms: &RowTransforms,
     keep: &dyn Fn(&str) -> bool,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<Row>, String> {
-    let page_size = beton_io::Reader::open(&dataset.path)
-        .map_err(|err| err.to_string())?
-        .page_size();
+    let reader = beton_io::Reader::open(&dataset.path).map_err(|err| err.to_string())?;
+    let page_size = reader.page_size();
+    // Only the transforms on fields this file has apply to its rows.
+    let fields: Vec<&str> = reader.fields().iter().map(|f| f.name.as_str()).collect();
+    let transforms = &transforms.for_fields(&fields);
     let mut rows = Vec::new();
     let reference = reference(&dataset.label);
-    let want_tracing = dataset.label == "3k" && keep(&tracing_row_name(&dataset.label));
+    let want_tracing =
+        dataset.label == "3k" && keep(&tracing_row_name_with(&dataset.label, transforms));
     for group in groups(&dataset.label) {
-        let names: Vec<String> = group.iter().map(|c| c.row_name(&dataset.label)).collect();
+        let names: Vec<String> = group
+            .iter()
+            .map(|c| c.row_name_with(&dataset.label, transforms))
+            .collect();
         let has_reference = group.contains(&reference) && want_tracing;
         if !names.iter().any(|name| keep(name)) && !has_reference {
             continue;
         }
         progress(&format!("measuring {}", names.join(" + ")));
-        match measure_group(dataset, &group) {
+        match measure_group(dataset, &group, transforms) {
             Ok(measured) => {
                 let mut group_rows: Vec<Row> = group
                     .iter()
                     .zip(&measured)
-                    .map(|(config, m)| row_of(dataset, config, m))
+                    .zip(&names)
+                    .map(|((config, m), name)| {
+                        let mut row = row_of(dataset, config, m);
+                        if config.runs(transforms) {
+                            row.name = name.clone();
+                            row.config.push_str(&transforms.description());
+                        }
+                        row
+                    })
                     .collect();
                 let is_pair = group.len() == 2
                     && measured.len() == 2
@@ -890,7 +1027,7 @@ pub fn rows(
                 }
                 for ((config, m), row) in group.iter().zip(&measured).zip(group_rows) {
                     if *config == reference && want_tracing {
-                        rows.push(tracing_row(dataset, &row, m, page_size));
+                        rows.push(tracing_row(dataset, &row, m, page_size, transforms));
                     }
                     if keep(&row.name) {
                         rows.push(row);
@@ -1015,7 +1152,10 @@ mod tests {
         dataset: &Dataset,
         config: &Config,
     ) -> (Vec<ffcv::OutputInfo>, Vec<u64>, Vec<u8>) {
-        let mut loader = builder(dataset, config).unwrap().build().unwrap();
+        let mut loader = builder(dataset, config, &RowTransforms::default())
+            .unwrap()
+            .build()
+            .unwrap();
         let outputs = loader.outputs().to_vec();
         let batch = loader.iter().next().unwrap().unwrap();
         let image = batch.output("image").unwrap().bytes().to_vec();
@@ -1093,6 +1233,7 @@ mod tests {
         let dataset = small_cifar(dir.path());
         let alone = rows(
             &dataset,
+            &RowTransforms::default(),
             &|name| name == "loader/3k/os/random/1t/cifar-train/interp",
             &|_| {},
         )
@@ -1104,6 +1245,7 @@ mod tests {
 
         let pair = rows(
             &dataset,
+            &RowTransforms::default(),
             &|name| name.starts_with("loader/3k/os/random/1t/cifar-train/"),
             &|_| {},
         )

@@ -6,7 +6,9 @@
 //! batch against none), `page_cache` (process vs OS cache, cold
 //! reads) and `jit` (compiled vs interpreted pipelines). Data sets are written once under the
 //! output folder and reused. Progress goes to stderr, results to stdout (the table, or the
-//! JSON document with `--json`); `plot` draws `small.svg`.
+//! JSON document with `--json`); `plot` draws `small.svg`. `--transform FIELD=OP[,OP…]`
+//! (repeatable) runs a user's transforms on the decoder-only loader rows
+//! ([`row_transforms`] has the rule).
 
 mod datasets;
 mod jit;
@@ -16,6 +18,7 @@ mod plot;
 mod reader;
 mod report;
 mod resume;
+mod row_transforms;
 mod timing;
 
 use std::path::PathBuf;
@@ -25,6 +28,7 @@ use std::time::Instant;
 use clap::Parser;
 
 use crate::report::{Machine, Report, Row};
+use crate::row_transforms::{RowTransforms, TransformArg};
 
 /// Timed repetitions per reader row (after one warm-up pass).
 const READER_REPS: usize = 9;
@@ -49,6 +53,17 @@ struct Args {
     /// Where data sets and results go [default: <workspace>/target/bench].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run these transforms after the decoder of FIELD on the decoder-only loader rows
+    /// (`copy`, `rrc64`, `rrc224`) of every data set that has FIELD; those rows' names get
+    /// `/+FIELD=OPS`. Repeatable; ops: flip[:P], normalize:imagenet[:DTYPE],
+    /// normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE, cutout:SIZE, translate:PAD,
+    /// squeeze.
+    #[arg(
+        long = "transform",
+        value_name = "FIELD=OP[,OP…]",
+        value_parser = row_transforms::parse_transform
+    )]
+    transforms: Vec<TransformArg>,
 }
 
 /// `<workspace>/target/bench`, whatever the current directory.
@@ -97,6 +112,7 @@ fn run(args: &Args) -> Result<(), String> {
     let filter = Filter {
         patterns: args.only.clone(),
     };
+    let transforms = RowTransforms::new(&args.transforms);
     let machine = Machine::current();
     let threads = machine.cpus;
     progress(&format!(
@@ -128,7 +144,7 @@ fn run(args: &Args) -> Result<(), String> {
 
     // loader/*: the ffcv Loader end to end over the same data sets.
     for recipe in datasets::small() {
-        if !loader_matrix::row_names(recipe.label)
+        if !loader_matrix::row_names_with(recipe.label, &transforms)
             .iter()
             .any(|name| filter.keeps(name))
         {
@@ -137,6 +153,7 @@ fn run(args: &Args) -> Result<(), String> {
         let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
         rows.extend(loader_matrix::rows(
             &dataset,
+            &transforms,
             &|name| filter.keeps(name),
             &progress,
         )?);
@@ -166,24 +183,26 @@ fn run(args: &Args) -> Result<(), String> {
         rows.extend(suite_rows.into_iter().filter(|row| filter.keeps(&row.name)));
     }
 
-    if loader_matrix::row_names(loader_matrix::JPEG_LABEL)
+    if loader_matrix::row_names_with(loader_matrix::JPEG_LABEL, &transforms)
         .iter()
         .any(|name| filter.keeps(name))
     {
         let dataset = loader_matrix::ensure_jpeg(&out_dir, &progress)?;
         rows.extend(loader_matrix::rows(
             &dataset,
+            &transforms,
             &|name| filter.keeps(name),
             &progress,
         )?);
     }
-    if loader_matrix::row_names(loader_matrix::PHOTOS_LABEL)
+    if loader_matrix::row_names_with(loader_matrix::PHOTOS_LABEL, &transforms)
         .iter()
         .any(|name| filter.keeps(name))
     {
         let dataset = loader_matrix::ensure_photos(&out_dir, &progress)?;
         rows.extend(loader_matrix::rows(
             &dataset,
+            &transforms,
             &|name| filter.keeps(name),
             &progress,
         )?);
@@ -254,7 +273,37 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::Filter;
+    use super::{Args, Filter};
+    use clap::Parser;
+
+    #[test]
+    fn transform_is_repeatable_and_a_bad_op_string_is_a_usage_error() {
+        let args = Args::try_parse_from([
+            "ffcv-bench",
+            "--small",
+            "--transform",
+            "image=flip,chw",
+            "--transform",
+            "label=convert:f32",
+        ])
+        .unwrap();
+        let given: Vec<String> = args.transforms.iter().map(|t| format!("{t:?}")).collect();
+        assert_eq!(given, ["image=flip,chw", "label=convert:f32"]);
+        assert!(
+            Args::try_parse_from(["ffcv-bench"])
+                .unwrap()
+                .transforms
+                .is_empty()
+        );
+
+        let err =
+            Args::try_parse_from(["ffcv-bench", "--transform", "image=flip,blur"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(err.exit_code(), 2);
+        let text = err.to_string();
+        assert!(text.contains("unknown op \"blur\""), "{text}");
+        assert!(text.contains("normalize:imagenet"), "{text}");
+    }
 
     fn filter(patterns: &[&str]) -> Filter {
         Filter {
