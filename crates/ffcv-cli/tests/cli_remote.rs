@@ -159,6 +159,13 @@ fn doctor_of_a_url_names_the_source_and_recommends_the_process_cache() {
             }
         }
     }
+    let text = stdout(&["doctor", &url, "--batch-size", "2", "--no-measure"]);
+    assert!(
+        text.contains("  source        http object, request latency "),
+        "{text}"
+    );
+    assert!(text.contains("--no-os-cache"), "{text}");
+    assert!(text.contains("remote-prefetch: "), "{text}");
     // A local file is named as one, and probed for nothing.
     let local = json(&[
         "doctor",

@@ -751,23 +751,28 @@ impl Report<'_> {
         let _ = writeln!(t, "  memory        {memory}{budget}");
         let _ = writeln!(t, "  source        {}", self.source.describe());
         let storage = &m.storage;
-        let _ = writeln!(
-            t,
-            "  storage       {} on device {}{} ({})",
-            storage
-                .filesystem
-                .as_deref()
-                .unwrap_or("unknown filesystem"),
-            storage.device,
-            storage
-                .block_device
-                .as_deref()
-                .map_or_else(String::new, |b| format!(" = {b}")),
-            match &storage.kind {
-                facts::StorageKind::Unknown(why) => format!("kind unknown: {why}"),
-                kind => kind.name().to_owned(),
-            }
-        );
+        if self.source.is_remote() {
+            // A URL is not on a local device: the source line above describes it.
+            let _ = writeln!(t, "  storage       none local (a remote object)");
+        } else {
+            let _ = writeln!(
+                t,
+                "  storage       {} on device {}{} ({})",
+                storage
+                    .filesystem
+                    .as_deref()
+                    .unwrap_or("unknown filesystem"),
+                storage.device,
+                storage
+                    .block_device
+                    .as_deref()
+                    .map_or_else(String::new, |b| format!(" = {b}")),
+                match &storage.kind {
+                    facts::StorageKind::Unknown(why) => format!("kind unknown: {why}"),
+                    kind => kind.name().to_owned(),
+                }
+            );
+        }
         let _ = writeln!(
             t,
             "  cpus          {} in the affinity mask, {} physical cores",
