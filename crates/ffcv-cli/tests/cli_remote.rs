@@ -157,6 +157,14 @@ fn doctor_of_a_url_names_the_source_and_recommends_the_process_cache() {
             for trial in trials {
                 assert_eq!(trial["knobs"]["os_cache"], false, "{trial}");
             }
+            // The window's storage reads are the cache's range requests, not /proc's
+            // (which counts none for a socket): the same figure twice.
+            let measured = &trials[0]["measurement"];
+            assert!(measured["read_bytes"].is_u64(), "{measured}");
+            assert_eq!(
+                measured["read_bytes"], measured["storage_bytes_read"],
+                "{measured}"
+            );
         }
     }
     let text = stdout(&["doctor", &url, "--batch-size", "2", "--no-measure"]);

@@ -246,7 +246,7 @@ pub fn storage_bytes(remote: bool, kernel_read: Option<u64>, cache_read: u64) ->
 }
 
 /// Whether `file` names a remote object (as `ffcv::Dataset::open` classifies it).
-fn is_remote(file: &std::path::Path) -> bool {
+pub(crate) fn is_remote(file: &std::path::Path) -> bool {
     file.to_str()
         .is_some_and(|name| matches!(ffcv::Location::parse(name), ffcv::Location::Remote(_)))
 }
