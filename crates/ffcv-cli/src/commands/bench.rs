@@ -6,7 +6,8 @@
 //! the enabled fields), `epoch_seconds`, batch latency `latency_p50_ms`/`latency_p99_ms`
 //! (how long the consumer waited in `next()`), `storage_bytes_read` (from `/proc/self/io`:
 //! reads that reached the device; the process cache's counter where that file is
-//! unreadable), `cache_bytes_read` (what the process cache read, from storage or the OS's
+//! unreadable, and for a remote source (`"remote": true`), whose reads are network
+//! requests the kernel does not count as storage reads), `cache_bytes_read` (what the process cache read, from storage or the OS's
 //! page cache; 0 with the OS cache), and where the producer's
 //! time went: `wait_pages_seconds`, `decode_seconds`, `wait_slot_seconds` (waiting for the
 //! consumer), `slot_stage_seconds` (host time in the slot stage, e.g. enqueueing GPU
@@ -233,7 +234,24 @@ fn consume(batch: &ffcv::Batch, touch: bool) -> u64 {
     acc
 }
 
-fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Error> {
+/// The bytes an epoch read from storage: the kernel's count of device reads for a local
+/// file (`None` where `/proc/self/io` is unreadable), else the process cache's count of
+/// bytes read from its source. A remote source's bytes arrive over sockets, which
+/// `/proc/self/io` does not count as reads, so for it only the cache's counter is true.
+pub fn storage_bytes(remote: bool, kernel_read: Option<u64>, cache_read: u64) -> u64 {
+    match kernel_read {
+        Some(read) if !remote => read,
+        _ => cache_read,
+    }
+}
+
+/// Whether `file` names a remote object (as `ffcv::Dataset::open` classifies it).
+pub(crate) fn is_remote(file: &std::path::Path) -> bool {
+    file.to_str()
+        .is_some_and(|name| matches!(ffcv::Location::parse(name), ffcv::Location::Remote(_)))
+}
+
+fn run_epoch(loader: &mut Loader, touch: bool, remote: bool) -> Result<EpochFigures, ffcv::Error> {
     let before: LoaderStats = loader.stats();
     let counters_before = ProcessCounters::now();
     let mut latencies = Vec::with_capacity(loader.len());
@@ -263,9 +281,11 @@ fn run_epoch(loader: &mut Loader, touch: bool) -> Result<EpochFigures, ffcv::Err
     let after = loader.stats();
     let counted = counters_before.until(&ProcessCounters::now());
     latencies.sort_unstable();
-    let storage_bytes_read = counted
-        .read_bytes
-        .unwrap_or(after.storage_bytes_read - before.storage_bytes_read);
+    let storage_bytes_read = storage_bytes(
+        remote,
+        counted.read_bytes,
+        after.storage_bytes_read - before.storage_bytes_read,
+    );
     Ok(EpochFigures {
         seconds,
         samples: after.samples - before.samples,
@@ -402,12 +422,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     if let (Some(n), Some(path)) = (args.stop_after, &args.save_state) {
         return stop_and_save(&mut loader, args, n, path);
     }
+    let remote = is_remote(&args.file);
     for _ in 0..args.warmup {
-        run_epoch(&mut loader, args.touch)?;
+        run_epoch(&mut loader, args.touch, remote)?;
     }
     let mut epochs = Vec::new();
     for _ in 0..args.epochs {
-        epochs.push(run_epoch(&mut loader, args.touch)?);
+        epochs.push(run_epoch(&mut loader, args.touch, remote)?);
     }
     let m = |f: fn(&EpochFigures) -> f64| median(epochs.iter().map(f).collect());
     let samples_per_sec = m(|e| e.samples as f64 / e.seconds.max(1e-12));
@@ -426,6 +447,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     );
     let report = json!({
         "file": args.file.display().to_string(),
+        "remote": remote,
         "batch_size": args.batch_size,
         "num_workers": loader.num_workers(),
         "order": traversal::OrderKind::from(args.order).name(),
@@ -535,4 +557,25 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_source_counts_the_cache_reads_not_the_kernels() {
+        // Local: the kernel's device reads (the OS cache reads no bytes of its own).
+        assert_eq!(storage_bytes(false, Some(4096), 0), 4096);
+        assert_eq!(storage_bytes(false, None, 8192), 8192);
+        // Remote: the kernel saw no storage reads; the cache fetched 3 pages.
+        assert_eq!(storage_bytes(true, Some(0), 3 << 20), 3 << 20);
+        assert_eq!(storage_bytes(true, None, 5), 5);
+        assert!(is_remote(std::path::Path::new(
+            "http://127.0.0.1:1/f.beton"
+        )));
+        assert!(is_remote(std::path::Path::new("s3://bucket/f.beton")));
+        assert!(!is_remote(std::path::Path::new("file:///data/f.beton")));
+        assert!(!is_remote(std::path::Path::new("/data/f.beton")));
+    }
 }

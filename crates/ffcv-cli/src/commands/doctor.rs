@@ -27,6 +27,7 @@ pub mod diagnose;
 pub mod facts;
 pub mod measure;
 pub mod rules;
+pub mod source;
 pub mod tune;
 
 use std::fmt::Write as _;
@@ -40,6 +41,7 @@ use serde_json::{Value, json};
 use self::diagnose::MemoryContext;
 use self::facts::MachineFacts;
 use self::rules::{Needs, Recommendation, Situation, human_bytes, order_name};
+use self::source::SourceFacts;
 use self::tune::{Candidates, Knobs, Tuning};
 use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
@@ -401,7 +403,9 @@ pub fn starting_knobs(args: &DoctorArgs, recommendation: &Recommendation, cpus: 
 /// page cache, shared by every process, which a short run in one process cannot show); the other
 /// shuffling order only when neither a repeatable nor an exactly uniform order is required
 /// and the file fits memory (larger than memory, the rules' order is what keeps the working
-/// set small, which a short run cannot show either).
+/// set small, which a short run cannot show either). A remote source tries neither: it
+/// cannot be memory-mapped (the OS cache would be the process cache with a warning), and
+/// QuasiRandom is what keeps its requests to one per page.
 pub fn candidates(
     start: &Knobs,
     recommendation: &Recommendation,
@@ -419,7 +423,7 @@ pub fn candidates(
         .filter(|&b| b != start.batches_ahead)
         .collect();
     let fits = !recommendation.larger_than_memory;
-    let orders = if fits && !needs.repeatable && !needs.uniform {
+    let orders = if fits && !recommendation.remote && !needs.repeatable && !needs.uniform {
         [OrderChoice::Random, OrderChoice::QuasiRandom]
             .into_iter()
             .filter(|&o| o != start.order)
@@ -430,7 +434,7 @@ pub fn candidates(
     Candidates {
         num_workers,
         batches_ahead,
-        try_other_cache: !start.os_cache,
+        try_other_cache: !start.os_cache && !recommendation.remote,
         orders,
     }
 }
@@ -458,7 +462,14 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             args.rank, args.world_size
         )));
     }
-    let reader = ffcv::Dataset::open(&args.file)?.reader;
+    let dataset = ffcv::Dataset::open(&args.file)?;
+    let reader = std::sync::Arc::clone(&dataset.reader);
+    // The source is probed, then dropped: each measured run opens its own.
+    let source = match &dataset.source {
+        Some(remote) => SourceFacts::probe(remote, reader.page_size()),
+        None => SourceFacts::local(),
+    };
+    drop(dataset);
     let file = file_facts(&reader, &args.decoders, &args.transforms)?;
     // The decoders measured and recommended: the user's, and the doctor's fallbacks.
     let mut effective = args.clone();
@@ -481,8 +492,25 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
         needs,
         requested_order: args.order,
         seed: args.seed,
+        remote: source.is_remote().then(|| source.kind.name()),
     };
     let mut recommendation = rules::recommend(&situation);
+    // A remote source: enough pages in flight to cover the link (unless the user chose the
+    // depth); the runs, the buffer sizing and the recommended command all use it.
+    let mut prefetched = args.clone();
+    if source.is_remote() && args.cache.prefetch_ahead.is_none() && file.samples > 0 {
+        let bytes_per_batch = file.bytes as f64 / file.samples as f64 * args.batch_size as f64;
+        if let Some((depth, fired)) = rules::remote_prefetch(
+            source.latency_seconds,
+            source.bandwidth_bytes_per_sec,
+            file.page_size,
+            bytes_per_batch / file.page_size.max(1) as f64,
+        ) {
+            recommendation.fired.push(fired);
+            prefetched.cache.prefetch_ahead = Some(depth as u64);
+        }
+    }
+    let args = &prefetched;
     let mut start = starting_knobs(args, &recommendation, machine.affinity_cpus);
     size_process_cache(args, &reader, &situation, &mut recommendation, &mut start);
     let memory = MemoryContext {
@@ -552,6 +580,7 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
     let report = Report {
         args,
         file: &file,
+        source: &source,
         machine: &machine,
         recommendation: &recommendation,
         start,
@@ -593,6 +622,8 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
 struct Report<'a> {
     args: &'a DoctorArgs,
     file: &'a FileFacts,
+    /// Where the bytes come from (kind; latency and bandwidth when remote).
+    source: &'a SourceFacts,
     machine: &'a MachineFacts,
     recommendation: &'a Recommendation,
     start: Knobs,
@@ -660,6 +691,7 @@ impl Report<'_> {
                 "samples": self.file.samples,
                 "page_size": self.file.page_size,
                 "max_memory_bytes": self.args.cache.max_memory,
+                "source": self.source.to_json(),
                 "machine": self.machine.to_json(),
                 "batch_size": self.args.batch_size,
                 "pipeline": self.file.pipeline,
@@ -717,24 +749,30 @@ impl Report<'_> {
             format!("; --max-memory {}", human_bytes(b))
         });
         let _ = writeln!(t, "  memory        {memory}{budget}");
+        let _ = writeln!(t, "  source        {}", self.source.describe());
         let storage = &m.storage;
-        let _ = writeln!(
-            t,
-            "  storage       {} on device {}{} ({})",
-            storage
-                .filesystem
-                .as_deref()
-                .unwrap_or("unknown filesystem"),
-            storage.device,
-            storage
-                .block_device
-                .as_deref()
-                .map_or_else(String::new, |b| format!(" = {b}")),
-            match &storage.kind {
-                facts::StorageKind::Unknown(why) => format!("kind unknown: {why}"),
-                kind => kind.name().to_owned(),
-            }
-        );
+        if self.source.is_remote() {
+            // A URL is not on a local device: the source line above describes it.
+            let _ = writeln!(t, "  storage       none local (a remote object)");
+        } else {
+            let _ = writeln!(
+                t,
+                "  storage       {} on device {}{} ({})",
+                storage
+                    .filesystem
+                    .as_deref()
+                    .unwrap_or("unknown filesystem"),
+                storage.device,
+                storage
+                    .block_device
+                    .as_deref()
+                    .map_or_else(String::new, |b| format!(" = {b}")),
+                match &storage.kind {
+                    facts::StorageKind::Unknown(why) => format!("kind unknown: {why}"),
+                    kind => kind.name().to_owned(),
+                }
+            );
+        }
         let _ = writeln!(
             t,
             "  cpus          {} in the affinity mask, {} physical cores",
@@ -932,6 +970,7 @@ mod tests {
             num_workers: 2,
             seed: None,
             larger_than_memory: larger,
+            remote: false,
             fired: Vec::new(),
         }
     }
@@ -1003,6 +1042,19 @@ mod tests {
             uniform: false,
         };
         assert!(candidates(&start, &r, 2, pinned).orders.is_empty());
+    }
+
+    #[test]
+    fn a_remote_source_never_tries_the_os_cache_nor_another_order() {
+        let mut r = recommendation(false, false);
+        r.remote = true;
+        r.order = OrderChoice::QuasiRandom;
+        let start = starting_knobs(&args(&[]), &r, 4);
+        assert!(!start.os_cache);
+        let c = candidates(&start, &r, 4, Needs::default());
+        assert!(!c.try_other_cache);
+        assert!(c.orders.is_empty());
+        assert_eq!(c.batches_ahead, [1, 6]);
     }
 
     #[test]

@@ -111,7 +111,13 @@ pub fn measure(
         cpu_seconds: counted.cpu_seconds,
         storage_bytes_read: after.storage_bytes_read - before.storage_bytes_read,
         memory_guard_fired: false,
-        read_bytes: counted.read_bytes,
+        // A remote source's bytes come over sockets, which `/proc/self/io` does not count:
+        // what the cache fetched from it is the storage read.
+        read_bytes: if crate::commands::bench::is_remote(&args.file) {
+            Some(after.storage_bytes_read - before.storage_bytes_read)
+        } else {
+            counted.read_bytes
+        },
         major_faults: counted.major_faults,
         payload_bytes: after.payload_bytes - before.payload_bytes,
         cpus: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),

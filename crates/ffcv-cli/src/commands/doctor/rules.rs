@@ -60,6 +60,9 @@ pub struct Situation {
     pub requested_order: Option<OrderChoice>,
     /// The seed the user gave, if any.
     pub seed: Option<u64>,
+    /// The source's kind (`s3`, `http`) when the file is a remote object; `None` for a
+    /// local file.
+    pub remote: Option<&'static str>,
 }
 
 /// One rule that fired, with its stable id and the sentence that explains it.
@@ -85,6 +88,9 @@ pub struct Recommendation {
     /// `true` when the file does not fit the memory it may use: memory is the scarce resource
     /// before anything is measured, and the OS cache is ruled out.
     pub larger_than_memory: bool,
+    /// `true` when the file is a remote object: the OS cache cannot serve it (it is never
+    /// recommended nor tried) and the order stays the rules' choice.
+    pub remote: bool,
     /// The rules that decided, in order.
     pub fired: Vec<Fired>,
 }
@@ -98,6 +104,7 @@ impl Recommendation {
             "num_workers": self.num_workers,
             "seed": self.seed,
             "larger_than_memory": self.larger_than_memory,
+            "remote": self.remote,
             "rules": self.fired.iter().map(|f| json!({"id": f.id, "because": f.because})).collect::<Vec<_>>(),
         })
     }
@@ -163,7 +170,7 @@ pub fn recommend(situation: &Situation) -> Recommendation {
             .map(|m| situation.max_memory.map_or(m.total, |b| b.min(m.total)))
             .is_some_and(|total| fits_comfortably(situation.file_bytes, total));
 
-    let (os_cache, mut order, larger_than_memory) = match limit {
+    let (os_cache, order, larger_than_memory) = match limit {
         Some(limit) if fits_comfortably(situation.file_bytes, limit) => {
             fired.push(Fired {
                 id: "fits-in-memory",
@@ -224,6 +231,32 @@ pub fn recommend(situation: &Situation) -> Recommendation {
         }
     };
 
+    // A remote object cannot be memory-mapped: whatever memory says, its pages go through
+    // the process cache, and QuasiRandom reads each page with one request per epoch where
+    // Random would fetch pages scattered over the object, several times each.
+    let (os_cache, mut order) = match situation.remote {
+        None => (os_cache, order),
+        Some(kind) => {
+            let order = if situation.needs.uniform {
+                OrderChoice::Random
+            } else {
+                OrderChoice::QuasiRandom
+            };
+            fired.push(Fired {
+                id: "remote-source",
+                because: format!(
+                    "the file is a remote object ({kind}), which cannot be memory-mapped: the process cache{}",
+                    if situation.needs.uniform {
+                        " with Random, as the shuffle must be exactly uniform (each page may be requested several times an epoch)"
+                    } else {
+                        " with QuasiRandom, which requests each page once per epoch"
+                    }
+                ),
+            });
+            (false, order)
+        }
+    };
+
     let mut seed = None;
     if situation.needs.repeatable {
         if situation.requested_order == Some(OrderChoice::Sequential) {
@@ -268,8 +301,60 @@ pub fn recommend(situation: &Situation) -> Recommendation {
         num_workers: cores,
         seed,
         larger_than_memory,
+        remote: situation.remote.is_some(),
         fired,
     }
+}
+
+/// Id of [`remote_prefetch`]'s rule.
+pub const REMOTE_PREFETCH: &str = "remote-prefetch";
+
+/// The loader's `prefetch_ahead` (batches) when nothing says otherwise.
+pub const DEFAULT_PREFETCH_AHEAD: usize = 3;
+
+/// The most batches [`remote_prefetch`] recommends ahead: beyond it the memory budget, not
+/// the link, is what a deeper prefetch would strain.
+pub const MAX_PREFETCH_AHEAD: usize = 64;
+
+/// The prefetch depth for a remote source: enough pages in flight to cover the link's
+/// bandwidth-delay product, `pages = ceil(latency x bandwidth / page_size)`, turned into
+/// batches with the pages a batch spans, `ceil(pages / pages_per_batch)`, and kept within
+/// [`DEFAULT_PREFETCH_AHEAD`]..=[`MAX_PREFETCH_AHEAD`]. `None` when a figure is missing or
+/// not positive (nothing was measured).
+pub fn remote_prefetch(
+    latency_seconds: Option<f64>,
+    bandwidth_bytes_per_sec: Option<f64>,
+    page_size: u64,
+    pages_per_batch: f64,
+) -> Option<(usize, Fired)> {
+    let latency = latency_seconds.filter(|l| l.is_finite() && *l > 0.0)?;
+    let bandwidth = bandwidth_bytes_per_sec.filter(|b| b.is_finite() && *b > 0.0)?;
+    if page_size == 0 {
+        return None;
+    }
+    let pages_per_batch = if pages_per_batch.is_finite() {
+        pages_per_batch.max(1.0)
+    } else {
+        1.0
+    };
+    let in_flight = (latency * bandwidth / page_size as f64).ceil().max(1.0);
+    let batches = (in_flight / pages_per_batch).ceil();
+    // Saturating float-to-int conversion; the clamp bounds it anyway.
+    let depth = (batches as usize).clamp(DEFAULT_PREFETCH_AHEAD, MAX_PREFETCH_AHEAD);
+    let because = format!(
+        "remote source: {:.2} ms per request x {}/s = {} in flight, {in_flight:.0} page(s) of {}; a batch spans {pages_per_batch:.1} page(s), so {batches:.0} batch(es) ahead, kept within {DEFAULT_PREFETCH_AHEAD}..={MAX_PREFETCH_AHEAD}: --prefetch-ahead {depth}",
+        latency * 1e3,
+        human_bytes(bandwidth as u64),
+        human_bytes((latency * bandwidth) as u64),
+        human_bytes(page_size),
+    );
+    Some((
+        depth,
+        Fired {
+            id: REMOTE_PREFETCH,
+            because,
+        },
+    ))
 }
 
 /// Id of [`normalize_on_device`]'s rule.
@@ -329,6 +414,7 @@ mod tests {
             needs: Needs::default(),
             requested_order: None,
             seed: None,
+            remote: None,
         }
     }
 
@@ -493,5 +579,81 @@ mod tests {
             None,
             "nothing normalizes on the CPU"
         );
+    }
+
+    #[test]
+    fn a_remote_object_gets_the_process_cache_and_quasi_random_even_when_it_fits() {
+        let mut s = situation(GIB);
+        s.remote = Some("http");
+        let r = recommend(&s);
+        assert!(!r.os_cache, "never os_cache=true for a URL");
+        assert!(r.remote);
+        assert_eq!(r.order, OrderChoice::QuasiRandom);
+        assert!(!r.larger_than_memory);
+        assert_eq!(
+            ids(&r),
+            ["fits-in-memory", "remote-source", "workers-physical-cores"]
+        );
+        assert!(r.fired[1].because.contains("(http)"), "{:?}", r.fired[1]);
+        // Shared by ranks, or memory unknown: still the process cache.
+        s.world_size = 4;
+        assert!(!recommend(&s).os_cache);
+        s.memory = None;
+        assert!(!recommend(&s).os_cache);
+        // A uniform shuffle keeps Random; a repeatable order still overrides the order but
+        // not the cache.
+        let mut uniform = situation(40 * GIB);
+        uniform.remote = Some("s3");
+        uniform.needs.uniform = true;
+        let r = recommend(&uniform);
+        assert_eq!((r.os_cache, r.order), (false, OrderChoice::Random));
+        let mut repeat = situation(GIB);
+        repeat.remote = Some("s3");
+        repeat.needs.repeatable = true;
+        let r = recommend(&repeat);
+        assert_eq!((r.os_cache, r.order), (false, OrderChoice::Random));
+        // A local file is unaffected.
+        let local = recommend(&situation(GIB));
+        assert!(local.os_cache && !local.remote);
+    }
+
+    #[test]
+    fn the_remote_prefetch_depth_is_the_bandwidth_delay_product_in_batches() {
+        const MIB: u64 = 1 << 20;
+        // 20 ms x 1 GiB/s = 20.48 MiB in flight = 21 pages of 1 MiB; 2 pages a batch: 11.
+        let (depth, fired) =
+            remote_prefetch(Some(0.020), Some(GIB as f64), MIB, 2.0).expect("measured");
+        assert_eq!(depth, 11);
+        assert_eq!(fired.id, REMOTE_PREFETCH);
+        assert!(
+            fired.because.contains("--prefetch-ahead 11"),
+            "{}",
+            fired.because
+        );
+        assert!(fired.because.contains("21 page(s)"), "{}", fired.because);
+        // A batch smaller than a page counts as one page.
+        assert_eq!(
+            remote_prefetch(Some(0.020), Some(GIB as f64), MIB, 0.25)
+                .unwrap()
+                .0,
+            21
+        );
+        // A fast link never goes below the default, a huge product never above the cap.
+        assert_eq!(
+            remote_prefetch(Some(1e-4), Some(1e8), 8 * MIB, 1.0)
+                .unwrap()
+                .0,
+            DEFAULT_PREFETCH_AHEAD
+        );
+        assert_eq!(
+            remote_prefetch(Some(10.0), Some(1e12), MIB, 1.0).unwrap().0,
+            MAX_PREFETCH_AHEAD
+        );
+        // Nothing measured, or nonsense: no advice.
+        assert_eq!(remote_prefetch(None, Some(1e9), MIB, 1.0), None);
+        assert_eq!(remote_prefetch(Some(0.01), None, MIB, 1.0), None);
+        assert_eq!(remote_prefetch(Some(0.0), Some(1e9), MIB, 1.0), None);
+        assert_eq!(remote_prefetch(Some(f64::NAN), Some(1e9), MIB, 1.0), None);
+        assert_eq!(remote_prefetch(Some(0.01), Some(1e9), 0, 1.0), None);
     }
 }
