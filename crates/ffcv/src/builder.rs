@@ -2,7 +2,7 @@
 //! steps that turn the knobs into the per-loader run state (`run_state.rs`): check the
 //! knobs, open the file, make the order, start the pool, plan each field's pipeline, set
 //! up the cache and the slots. `loader.rs` wraps the run state in the [`crate::Loader`]
-//! handle; [`Order`], the epoch order knob, is here too.
+//! handle; the epoch order knob, [`Order`], is `order.rs`.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -19,60 +19,8 @@ use crate::batch_slots::{SlotPool, SlotStage};
 use crate::decode::{DecoderChoice, PipelineSpec, default_decoder};
 use crate::error::{Error, Result};
 use crate::memory::{HeapAllocator, SlotAllocator};
+use crate::order::Order;
 use crate::run_state::{Counters, FieldRunner, Shared};
-
-/// The sample order of each epoch.
-#[derive(Clone)]
-pub enum Order {
-    /// The indices in order (FFCV `OrderOption.SEQUENTIAL`).
-    Sequential,
-    /// NumPy's `default_rng(seed + epoch).permutation(indices)` (FFCV `RANDOM`).
-    Random,
-    /// Page-aware shuffle (FFCV `QUASI_RANDOM`); works with both caches and distributed.
-    QuasiRandom,
-    /// A user order; it decides the samples itself (`indices` and `distributed` do not
-    /// apply to it).
-    Custom(Arc<dyn TraversalOrder>),
-}
-
-impl std::fmt::Debug for Order {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Order::Sequential => f.write_str("Sequential"),
-            Order::Random => f.write_str("Random"),
-            Order::QuasiRandom => f.write_str("QuasiRandom"),
-            Order::Custom(_) => f.write_str("Custom"),
-        }
-    }
-}
-
-impl Order {
-    /// Whether the built-in order's samples depend on the seed (Random and QuasiRandom
-    /// shuffle with it; Sequential does not; a custom order was built with its own).
-    pub fn depends_on_seed(&self) -> bool {
-        matches!(self, Order::Random | Order::QuasiRandom)
-    }
-
-    /// The built-in order's kind; `None` for a custom order.
-    pub(crate) fn kind(&self) -> Option<OrderKind> {
-        match self {
-            Order::Sequential => Some(OrderKind::Sequential),
-            Order::Random => Some(OrderKind::Random),
-            Order::QuasiRandom => Some(OrderKind::QuasiRandom),
-            Order::Custom(_) => None,
-        }
-    }
-}
-
-impl From<OrderKind> for Order {
-    fn from(kind: OrderKind) -> Order {
-        match kind {
-            OrderKind::Sequential => Order::Sequential,
-            OrderKind::Random => Order::Random,
-            OrderKind::QuasiRandom => Order::QuasiRandom,
-        }
-    }
-}
 
 /// Builds a [`crate::Loader`]; every knob has FFCV's default except `batch_size`.
 #[derive(Clone)]
