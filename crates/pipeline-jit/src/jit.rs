@@ -1341,29 +1341,7 @@ impl Gen<'_, '_> {
             let r = self.bin(op, ElemType::F64, x, y);
             return crate::half::emit_from_f64(&mut self.b, r);
         }
-        let ins = self.b.ins();
-        if t.is_float() {
-            match op {
-                BinOp::Add => ins.fadd(x, y),
-                BinOp::Sub => ins.fsub(x, y),
-                BinOp::Mul => ins.fmul(x, y),
-                BinOp::Div => ins.fdiv(x, y),
-                BinOp::Min => ins.fmin(x, y),
-                BinOp::Max => ins.fmax(x, y),
-            }
-        } else {
-            match op {
-                BinOp::Add => ins.iadd(x, y),
-                BinOp::Sub => ins.isub(x, y),
-                BinOp::Mul => ins.imul(x, y),
-                // Rejected by validation (integer division); keep emission total.
-                BinOp::Div => x,
-                BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
-                BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
-                BinOp::Min => ins.smin(x, y),
-                BinOp::Max => ins.smax(x, y),
-            }
-        }
+        emit_bin(&mut self.b, op, t, x, y)
     }
 
     /// Rust `as` conversion.
@@ -1403,6 +1381,36 @@ impl Gen<'_, '_> {
             (F32, F64) => ins.fpromote(types::F64, v),
             (F64, F32) => ins.fdemote(types::F32, v),
             _ => v,
+        }
+    }
+}
+
+/// One binary operation on `t` values (scalars or vectors of `t` lanes: Cranelift's
+/// arithmetic is polymorphic over lane types, so the scalar and the vector lowering share
+/// this). F16 is computed by the callers in f64.
+fn emit_bin(b: &mut FunctionBuilder<'_>, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
+    let ins = b.ins();
+    if t.is_float() {
+        match op {
+            BinOp::Add => ins.fadd(x, y),
+            BinOp::Sub => ins.fsub(x, y),
+            BinOp::Mul => ins.fmul(x, y),
+            BinOp::Div => ins.fdiv(x, y),
+            BinOp::Min => ins.fmin(x, y),
+            BinOp::Max => ins.fmax(x, y),
+        }
+    } else {
+        match op {
+            BinOp::Add => ins.iadd(x, y),
+            BinOp::Sub => ins.isub(x, y),
+            BinOp::Mul => ins.imul(x, y),
+            // Integer division is rejected by validation (and kept out of vector code by
+            // `vector_bin`); keep emission total.
+            BinOp::Div => x,
+            BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
+            BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
+            BinOp::Min => ins.smin(x, y),
+            BinOp::Max => ins.smax(x, y),
         }
     }
 }

@@ -323,29 +323,7 @@ impl Gen<'_, '_> {
     }
 
     fn vbin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
-        let ins = self.b.ins();
-        if t.is_float() {
-            match op {
-                BinOp::Add => ins.fadd(x, y),
-                BinOp::Sub => ins.fsub(x, y),
-                BinOp::Mul => ins.fmul(x, y),
-                BinOp::Div => ins.fdiv(x, y),
-                BinOp::Min => ins.fmin(x, y),
-                BinOp::Max => ins.fmax(x, y),
-            }
-        } else {
-            match op {
-                BinOp::Add => ins.iadd(x, y),
-                BinOp::Sub => ins.isub(x, y),
-                BinOp::Mul => ins.imul(x, y),
-                BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
-                BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
-                BinOp::Min => ins.smin(x, y),
-                BinOp::Max => ins.smax(x, y),
-                // Excluded by `vector_bin`; keep emission total.
-                BinOp::Div => x,
-            }
-        }
+        super::emit_bin(&mut self.b, op, t, x, y)
     }
 
     /// Sixteen `u8` lanes zero-extended to four `I32X4` registers, in lane order.
