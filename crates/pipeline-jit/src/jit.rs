@@ -599,6 +599,27 @@ struct Elem<'s> {
     coord_range: Vec<(i64, i64)>,
 }
 
+impl<'s> Elem<'s> {
+    /// An element of `seg`'s output at `coords`: an unrolled axis has a known coordinate
+    /// (range `0..=0` until the caller sets it), a looped axis spans the output's extent.
+    fn over(seg: &'s FusedSeg<'s>, coords: &[IV], unrolled: &[bool]) -> Elem<'s> {
+        let coord_range = (0..seg.out_shape.len())
+            .map(|a| {
+                if unrolled[a] {
+                    (0, 0)
+                } else {
+                    (0, seg.out_shape[a] as i64 - 1)
+                }
+            })
+            .collect();
+        Elem {
+            seg,
+            coords: coords.to_vec(),
+            coord_range,
+        }
+    }
+}
+
 struct Gen<'a, 't> {
     b: FunctionBuilder<'a>,
     /// Emission-time value numbering within the current nest body (one basic block), so
@@ -935,19 +956,7 @@ impl Gen<'_, '_> {
         let base = self.out_base(seg, strides, coords);
         let outer: Vec<usize> = (0..last).filter(|&a| unrolled[a]).collect();
         let count: usize = outer.iter().map(|&a| shape[a]).product();
-        let mut el = Elem {
-            seg,
-            coords: coords.to_vec(),
-            coord_range: (0..rank)
-                .map(|a| {
-                    if unrolled[a] {
-                        (0, 0)
-                    } else {
-                        (0, shape[a] as i64 - 1)
-                    }
-                })
-                .collect(),
-        };
+        let mut el = Elem::over(seg, coords, unrolled);
         let flags = MemFlagsData::new().with_notrap();
         for k in 0..count {
             let mut rem = k;
@@ -1037,19 +1046,7 @@ impl Gen<'_, '_> {
         };
         let un_axes: Vec<usize> = (0..rank).filter(|&a| unrolled[a]).collect();
         let count: usize = un_axes.iter().map(|&a| shape[a]).product();
-        let mut el = Elem {
-            seg,
-            coords: coords.to_vec(),
-            coord_range: (0..rank)
-                .map(|a| {
-                    if unrolled[a] {
-                        (0, 0)
-                    } else {
-                        (0, shape[a] as i64 - 1)
-                    }
-                })
-                .collect(),
-        };
+        let mut el = Elem::over(seg, coords, unrolled);
         for k in 0..count {
             // Row-major enumeration of the unrolled axes.
             let mut rem = k;

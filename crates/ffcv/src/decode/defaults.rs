@@ -112,6 +112,20 @@ impl Decoder for FloatDecoder {
     }
 }
 
+/// Copies the stored bytes into a row that must be exactly as long (arrays, fixed-size
+/// byte vectors): a stored length that disagrees with the declared row is an error.
+pub(super) fn copy_exact(data: &[u8], out: &mut [u8]) -> Result<(), String> {
+    if data.len() != out.len() {
+        return Err(format!(
+            "{} stored bytes for a row of {} (the field's declared size)",
+            data.len(),
+            out.len()
+        ));
+    }
+    out.copy_from_slice(data);
+    Ok(())
+}
+
 /// Copies the stored bytes into a row and zero-fills the rest (FFCV leaves the rest of a
 /// reused row stale; zeros make batches reproducible).
 fn copy_padded(data: &[u8], out: &mut [u8]) -> Result<(), String> {
@@ -236,15 +250,7 @@ impl Decoder for NdArrayDecoder {
     }
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        if input.data.len() != out.len() {
-            return Err(format!(
-                "stored array has {} bytes, the declared shape needs {}",
-                input.data.len(),
-                out.len()
-            ));
-        }
-        out.copy_from_slice(input.data);
-        Ok(())
+        copy_exact(input.data, out)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {

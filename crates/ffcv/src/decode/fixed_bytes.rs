@@ -32,15 +32,7 @@ impl Decoder for FixedBytesDecoder {
     }
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        if input.data.len() != out.len() {
-            return Err(format!(
-                "{} stored bytes for a row of {}",
-                input.data.len(),
-                out.len()
-            ));
-        }
-        out.copy_from_slice(input.data);
-        Ok(())
+        super::defaults::copy_exact(input.data, out)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {
