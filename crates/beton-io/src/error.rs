@@ -273,6 +273,23 @@ pub enum Error {
         page_size_that_fits: u64,
     },
 
+    /// One shard of a sharded write ([`crate::DatasetWriter::write_shards`]) failed; the
+    /// inner error names the shard's file and counts samples within that file.
+    #[error("{source} (shard {shard} of {num_shards}: samples {start}..{end} of the source)")]
+    Shard {
+        /// The shard's index, from 0.
+        shard: u64,
+        /// How many shards the write had.
+        num_shards: u64,
+        /// The source's first sample in this shard.
+        start: u64,
+        /// One past the source's last sample in this shard.
+        end: u64,
+        /// What went wrong in the shard.
+        #[source]
+        source: Box<Error>,
+    },
+
     /// The sample source failed to produce a sample.
     #[error("{path}: sample source failed at sample {sample}: {source}")]
     Source {

@@ -10,7 +10,8 @@
 //!   [`PageMap`] (page → samples, sample → pages).
 //! - [`DatasetWriter`] writes [`FieldSpec`]s and the [`FieldValue`]s of any [`SampleSource`]
 //!   on several threads with FFCV's page allocation rules; with one thread its output is
-//!   byte-identical to FFCV's.
+//!   byte-identical to FFCV's. [`DatasetWriter::write_shards`] writes one source as N
+//!   files in parallel, contiguous blocks named by [`shard_path`].
 //! - [`fields`] holds one module per field type behind [`FieldKind`] (type id, metadata
 //!   layout, stored extent, typed value, encoding); [`CustomHandler`] does the same for a
 //!   user's field type (FFCV's custom `Field` subclasses), registered per field name.
@@ -57,6 +58,7 @@ mod mapping;
 mod page_map;
 mod ranged;
 mod reader;
+mod shards;
 mod source;
 mod writer;
 
@@ -72,5 +74,6 @@ pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;
 pub use ranged::ReadRange;
 pub use reader::{AllocRow, Field, Reader, ReaderOptions};
+pub use shards::{ShardWritten, shard_path, shard_ranges};
 pub use source::{FnSource, SampleSource, from_fn};
 pub use writer::{DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, RgbImage, WriteSummary};

@@ -160,7 +160,7 @@ pub struct WriteSummary {
     pub file_size: u64,
 }
 
-type Progress = Arc<dyn Fn(u64) + Send + Sync>;
+pub(crate) type Progress = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// Writes a `.beton` file the way FFCV 1.0.2's `DatasetWriter.from_indexed_dataset` does.
 ///
@@ -170,12 +170,12 @@ type Progress = Arc<dyn Fn(u64) + Send + Sync>;
 /// under a temporary name next to the target, header last, and renamed when complete.
 #[derive(Clone)]
 pub struct DatasetWriter {
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     fields: Vec<FieldSpec>,
     page_size: u64,
-    num_workers: usize,
+    pub(crate) num_workers: usize,
     chunk_size: usize,
-    progress: Option<Progress>,
+    pub(crate) progress: Option<Progress>,
 }
 
 impl std::fmt::Debug for DatasetWriter {
@@ -328,33 +328,39 @@ impl DatasetWriter {
     ///
     /// On error the temporary file is removed and `path` is left untouched.
     pub fn write<S: SampleSource + ?Sized>(&self, source: &S) -> Result<WriteSummary> {
-        let tmp = temp_path(&self.path);
-        // A panicking source must not leave the temporary file behind either.
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_to(&tmp, source)));
-        let result = match result {
-            Ok(r) => r.and_then(|summary| {
-                std::fs::rename(&tmp, &self.path)
-                    .map(|()| summary)
-                    .map_err(|source| Error::Io {
-                        path: self.path.clone(),
-                        op: format!("rename {} into place", tmp.display()),
-                        source,
-                    })
-            }),
-            Err(panic) => {
-                let _ = std::fs::remove_file(&tmp);
-                std::panic::resume_unwind(panic);
-            }
-        };
-        match result {
-            Ok(summary) => {
+        let (summary, tmp) = self.write_unrenamed(source)?;
+        match rename_into_place(&tmp, &self.path) {
+            Ok(()) => {
                 tracing::debug!(path = %self.path.display(), ?summary, "wrote .beton");
                 Ok(summary)
             }
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 Err(e)
+            }
+        }
+    }
+
+    /// Writes every sample of `source` into the temporary file next to `path` and returns
+    /// it, complete but not renamed: the shard writer renames all its files only once every
+    /// shard succeeded. On error (or a panic of the source) the temporary file is removed.
+    pub(crate) fn write_unrenamed<S: SampleSource + ?Sized>(
+        &self,
+        source: &S,
+    ) -> Result<(WriteSummary, PathBuf)> {
+        let tmp = temp_path(&self.path);
+        // A panicking source must not leave the temporary file behind either.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_to(&tmp, source)));
+        match result {
+            Ok(Ok(summary)) => Ok((summary, tmp)),
+            Ok(Err(e)) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+            Err(panic) => {
+                let _ = std::fs::remove_file(&tmp);
+                std::panic::resume_unwind(panic);
             }
         }
     }
@@ -489,6 +495,15 @@ impl DatasetWriter {
             file_size: alloc_table_ptr + table.len() as u64,
         })
     }
+}
+
+/// Renames a finished temporary file `tmp` to `path`.
+pub(crate) fn rename_into_place(tmp: &Path, path: &Path) -> Result<()> {
+    std::fs::rename(tmp, path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        op: format!("rename {} into place", tmp.display()),
+        source,
+    })
 }
 
 /// `PATH.tmp-PID`: next to the target so the final rename stays on one file system.
