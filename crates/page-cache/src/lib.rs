@@ -26,6 +26,10 @@
 //!   schedule and readers as usual, but pages are served from the reader's map instead
 //!   of copied: near OS-cache speed on a cached file), `retain_pages`, `hold_all_pages`. [`evict_from_os_cache`] and [`os_cached_bytes`] support
 //!   cold-cache measurements.
+//! - [`PageSource`] is where the process cache reads pages of a remote object
+//!   ([`LocalSource`], and with the `remote` feature `remote::ObjectSource`);
+//!   [`DiskCache`] wraps one with a directory of pages shared by later epochs, loaders and
+//!   processes, written atomically, verified by length and kept within a size cap.
 //!
 //! The process cache allocates its slot memory once and reuses it in later epochs that
 //! need no more slots, and (`retain_pages`, the default) does not re-read a page whose
@@ -61,6 +65,7 @@
 //! ```
 
 mod advice;
+mod disk_cache;
 mod error;
 mod memory;
 mod os;
@@ -79,6 +84,7 @@ use std::time::Duration;
 use beton_io::Reader;
 
 pub use advice::{Advice, evict_from_os_cache, os_cached_bytes};
+pub use disk_cache::{DiskCache, DiskCacheConfig, DiskCacheStats};
 pub use error::{BudgetFix, Error, Result};
 pub use memory::{
     CgroupMemory, CgroupVersion, MemoryBound, MemoryFacts, available_memory, cgroup_memory,

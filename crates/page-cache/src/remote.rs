@@ -406,6 +406,13 @@ impl PageSource for ObjectSource {
     fn preferred_concurrency(&self) -> usize {
         self.config.concurrency.max(1)
     }
+
+    fn pinned_identity(&self) -> Option<String> {
+        match (&self.e_tag, &self.version) {
+            (None, None) => None,
+            (e_tag, version) => Some(format!("etag={e_tag:?} version={version:?}")),
+        }
+    }
 }
 
 impl Drop for ObjectSource {

@@ -77,6 +77,13 @@ pub trait PageSource: Send + Sync + fmt::Debug {
         Ok(buf)
     }
 
+    /// What pins the bytes this source reads (an object's ETag or version id, fixed at
+    /// open), so that a cache of its pages never serves another version's; `None` when
+    /// nothing does (a local file, a server without ETags).
+    fn pinned_identity(&self) -> Option<String> {
+        None
+    }
+
     /// How many reads in flight at once serve this source well: one per core's worth
     /// for a local disk, many for a store whose latency dominates.
     fn preferred_concurrency(&self) -> usize {
