@@ -1,9 +1,10 @@
-//! `ffcv write synthetic OUT --kind KIND --samples N`: build .beton files.
+//! `ffcv write synthetic OUT --kind KIND --samples N`: build .beton files, as one file or
+//! (`--shards N`, shared with `write image-folder`) as N files written in parallel.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use beton_io::{DatasetWriter, NumpyDtype, from_fn};
+use beton_io::{DatasetWriter, NumpyDtype, ShardWritten, WriteSummary, from_fn};
 use ffcv_cli::synthetic::{Kind, Spec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -58,6 +59,74 @@ pub struct SyntheticArgs {
     /// Options of `--kind jpeg` and `--kind photos`.
     #[command(flatten)]
     pub jpeg: super::write_images::SyntheticJpegArgs,
+    /// Write N files in parallel instead of one.
+    #[command(flatten)]
+    pub shards: ShardsArg,
+}
+
+/// `--shards N` of `ffcv write synthetic` and `ffcv write image-folder`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ShardsArg {
+    /// Write N files in parallel instead of one: OUT `train.beton` becomes
+    /// `train-00000-of-0000N.beton` … , shard k holding the k-th contiguous block of the
+    /// samples in order (sizes differing by at most one), so the shards in name order are
+    /// the single-file write sample for sample. 1 (the default) writes OUT itself; at most
+    /// the number of samples.
+    #[arg(long = "shards", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: u64,
+}
+
+impl ShardsArg {
+    /// Refuses more shards than samples (a usage error: every shard holds a sample).
+    pub(crate) fn check(self, samples: u64, unit: &str) -> Result<()> {
+        if self.count > 1 && self.count > samples {
+            return Err(CliError::Usage(format!(
+                "--shards {} is more than the {samples} {unit} to write (every shard holds at                  least one)",
+                self.count
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What the shards of a write hold together, and the name to print for them: OUT itself
+/// for one shard, `N shards FIRST … LAST` otherwise.
+pub(crate) fn written(shards: &[ShardWritten]) -> (WriteSummary, String) {
+    let total = WriteSummary {
+        num_samples: shards.iter().map(|s| s.summary.num_samples).sum(),
+        num_pages: shards.iter().map(|s| s.summary.num_pages).sum(),
+        alloc_table_rows: shards.iter().map(|s| s.summary.alloc_table_rows).sum(),
+        file_size: shards.iter().map(|s| s.summary.file_size).sum(),
+    };
+    let name = match shards {
+        [one] => one.path.display().to_string(),
+        [first, .., last] => format!(
+            "{} shards {} … {}",
+            shards.len(),
+            first.path.display(),
+            last.path.display()
+        ),
+        [] => String::new(),
+    };
+    (total, name)
+}
+
+/// One line per shard (only when there are several): its file, samples, pages and bytes.
+pub(crate) fn print_shards(shards: &[ShardWritten]) {
+    if shards.len() < 2 {
+        return;
+    }
+    for s in shards {
+        println!(
+            "  {}: samples {}..{}, {} data pages, {} bytes",
+            s.path.display(),
+            s.samples.start,
+            s.samples.end,
+            s.summary.num_pages,
+            s.summary.file_size
+        );
+    }
 }
 
 /// Runs `ffcv write`.
@@ -74,26 +143,31 @@ fn synthetic(args: &SyntheticArgs) -> Result<()> {
     // The page size is validated first (by the writer), then checked against the samples.
     let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
     check_fits(&spec, args.page_size)?;
+    args.shards.check(args.samples, "samples")?;
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers);
     }
     let bar = progress_bar(args.samples, "samples");
-    let summary = {
+    let shards = {
         let bar = bar.clone();
         writer
             .with_progress(move |done| bar.set_position(done))
-            .write(&from_fn(args.samples, |i| Ok(spec.sample(i))))
+            .write_shards(
+                &from_fn(args.samples, |i| Ok(spec.sample(i))),
+                args.shards.count,
+            )
     };
     bar.finish_and_clear();
-    let summary = summary?;
+    let shards = shards?;
+    let (summary, name) = written(&shards);
     println!(
-        "wrote {}: {} samples of kind {}, {} data pages, {} bytes",
-        args.out.display(),
+        "wrote {name}: {} samples of kind {}, {} data pages, {} bytes",
         summary.num_samples,
         args.kind.name(),
         summary.num_pages,
         summary.file_size
     );
+    print_shards(&shards);
     Ok(())
 }
 

@@ -69,6 +69,9 @@ pub struct ImageFolderArgs {
     /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
     #[arg(long)]
     pub skip_unreadable: bool,
+    /// Write N files in parallel instead of one.
+    #[command(flatten)]
+    pub shards: super::write::ShardsArg,
 }
 
 /// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
@@ -189,8 +192,9 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
     let images = folder.images();
     let n = images.len() as u64;
+    args.shards.check(n, "images")?;
     let bar = super::write::progress_bar(n, "images");
-    let summary = {
+    let shards = {
         let bar = bar.clone();
         let source = from_fn(n, |i| {
             let entry = &images[i as usize];
@@ -207,14 +211,14 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         });
         writer
             .with_progress(move |done| bar.set_position(done))
-            .write(&source)
+            .write_shards(&source, args.shards.count)
     };
     bar.finish_and_clear();
-    let summary = summary?;
+    let shards = shards?;
+    let (summary, name) = super::write::written(&shards);
     let classes = folder.classes();
     println!(
-        "wrote {}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
-        args.out.display(),
+        "wrote {name}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
         summary.num_samples,
         classes.len(),
         classes.join(", "),
@@ -223,6 +227,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         summary.num_pages,
         summary.file_size
     );
+    super::write::print_shards(&shards);
     println!(
         "ignored {} non-image files in the class folders",
         folder.non_images().len()
