@@ -42,11 +42,33 @@ pub struct CacheArgs {
     #[arg(long, value_name = "PAGES", value_parser = clap::value_parser!(u64).range(1..))]
     pub quasi_buffer_pages: Option<u64>,
 
+    /// Remote sources: also keep the pages read in DIR (shared by later runs and other
+    /// processes on the node, one subfolder per object version; local files do not use it).
+    #[arg(long, value_name = "DIR")]
+    pub page_cache_dir: Option<std::path::PathBuf>,
+
+    /// The most bytes --page-cache-dir may hold (e.g. `10G`; default 10GiB); least
+    /// recently used pages are removed first.
+    #[arg(long, value_name = "SIZE", value_parser = parse_cache_size, requires = "page_cache_dir")]
+    pub page_cache_size: Option<u64>,
+
     /// Decoders: the largest image area (height x width pixels) accepted (default
     /// 134217728); a sample claiming more is an error naming it, before memory is sized
     /// from the claim.
     #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_image_pixels: Option<u64>,
+}
+
+/// `--page-cache-size`: a byte size above 0 (a cache of 0 bytes would store nothing).
+fn parse_cache_size(text: &str) -> Result<u64, String> {
+    match parse_byte_size(text)? {
+        0 => Err(
+            "0 bytes would store nothing: give a size such as 10GiB, or leave \
+                  --page-cache-dir out"
+                .into(),
+        ),
+        bytes => Ok(bytes),
+    }
 }
 
 impl CacheArgs {
@@ -71,6 +93,12 @@ impl CacheArgs {
         if let Some(pages) = self.quasi_buffer_pages {
             builder = builder.quasi_buffer_pages(usize::try_from(pages).unwrap_or(usize::MAX));
         }
+        if let Some(dir) = &self.page_cache_dir {
+            builder = builder.page_cache_dir(dir);
+        }
+        if let Some(bytes) = self.page_cache_size {
+            builder = builder.page_cache_size(bytes);
+        }
         builder
     }
 
@@ -92,6 +120,12 @@ impl CacheArgs {
         }
         if let Some(pages) = self.quasi_buffer_pages {
             let _ = write!(flags, " --quasi-buffer-pages {pages}");
+        }
+        if let Some(dir) = &self.page_cache_dir {
+            let _ = write!(flags, " --page-cache-dir {}", dir.display());
+        }
+        if let Some(bytes) = self.page_cache_size {
+            let _ = write!(flags, " --page-cache-size {bytes}");
         }
         for (flag, on) in [
             (" --direct-io", self.direct_io),
@@ -131,6 +165,10 @@ mod tests {
             "1000",
             "--quasi-buffer-pages",
             "9",
+            "--page-cache-dir",
+            "/tmp/pages",
+            "--page-cache-size",
+            "1G",
             "--direct-io",
             "--no-retain-pages",
             "--hold-all-pages",
@@ -141,7 +179,8 @@ mod tests {
         assert_eq!(
             flags,
             " --max-memory 16777216 --reader-threads 3 --prefetch-ahead 0 \
-             --max-image-pixels 1000 --quasi-buffer-pages 9 --direct-io \
+             --max-image-pixels 1000 --quasi-buffer-pages 9 --page-cache-dir /tmp/pages \
+             --page-cache-size 1073741824 --direct-io \
              --no-retain-pages --hold-all-pages"
         );
         let again = Cli::parse_from(std::iter::once("ffcv").chain(flags.split_whitespace())).cache;

@@ -129,6 +129,8 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
     let state = state.to_str().unwrap();
     let folder = image_folder(dir.path());
     let folder = folder.to_str().unwrap();
+    let pages = dir.path().join("pages");
+    let pages = pages.to_str().unwrap();
 
     let ok_zero_and_max: &[(&str, i32)] = &[("0", 0), (MAX, 0)];
     let dump = ["dump", scalars, "--count", "2"];
@@ -325,6 +327,13 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&bench, "--batches-ahead", "{}", &[]),
         // The scalar fixture has no data pages: a budget of 0 holds its (empty) schedule.
         row(&bench_process, "--max-memory", "{}", ok_zero_and_max),
+        // A local file does not use the disk cache: any size above 0 runs.
+        row(
+            &[&bench_process[..], &["--page-cache-dir", pages]].concat(),
+            "--page-cache-size",
+            "{}",
+            &[(MAX, 0)],
+        ),
         row(&bench_arrays, "--max-memory", "{}", &[("0", 1), (MAX, 0)]),
         row(&bench_process, "--reader-threads", "{}", &[]),
         row(&bench_process, "--prefetch-ahead", "{}", ok_zero_and_max),
@@ -405,6 +414,8 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&synthetic, "--seed", "{}", ok_zero_and_max),
         row(&synthetic, "--page-size", "{}", &[("0", 1), (MAX, 1)]),
         row(&synthetic, "--workers", "{}", &[]),
+        // 0 and more shards than the 4 samples are usage errors.
+        row(&synthetic, "--shards", "{}", &[]),
         row(&bytes, "--size", "{}", &[("0", 0)]),
         // A trailing 0 is refused by the writer: FFCV drops it when reading.
         row(&ndarray, "--shape", "{}", &[("0", 1)]),
@@ -426,6 +437,7 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&folder_proportion, "--seed", "{}", ok_zero_and_max),
         row(&folder_raw, "--page-size", "{}", &[("0", 1), (MAX, 1)]),
         row(&folder_raw, "--workers", "{}", &[]),
+        row(&folder_raw, "--shards", "{}", &[]),
     ];
     let mut failures = Vec::new();
     for row in &rows {

@@ -30,6 +30,8 @@ pub struct LoaderBuilder {
     /// The page source of a remote dataset given with [`LoaderBuilder::dataset`].
     source: Option<Arc<dyn page_cache::PageSource>>,
     remote: crate::dataset::RemoteConfig,
+    /// The disk cache of a remote dataset's pages (`page_cache_dir`, `page_cache_size`).
+    disk_cache: crate::dataset::DiskCacheKnobs,
     batch_size: Option<usize>,
     num_workers: i64,
     order: Order,
@@ -80,6 +82,7 @@ impl LoaderBuilder {
             reader: None,
             source: None,
             remote: crate::dataset::RemoteConfig::default(),
+            disk_cache: crate::dataset::DiskCacheKnobs::default(),
             batch_size: None,
             num_workers: -1,
             order: Order::Sequential,
@@ -361,6 +364,19 @@ impl LoaderBuilder {
         self
     }
 
+    /// Keeps a remote dataset's pages in `dir` too, for later epochs, loaders and other
+    /// processes on the node (local files never: the OS caches them); see `docs/remote.md`.
+    pub fn page_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.disk_cache.dir = Some(dir.into());
+        self
+    }
+
+    /// The most bytes `page_cache_dir` may hold (default 10 GiB).
+    pub fn page_cache_size(mut self, bytes: u64) -> Self {
+        self.disk_cache.max_bytes = bytes;
+        self
+    }
+
     fn config_error(&self, reason: impl Into<String>) -> Error {
         Error::Config {
             path: self.path.clone(),
@@ -374,6 +390,7 @@ impl LoaderBuilder {
     pub(crate) fn run_state(mut self) -> Result<Built> {
         let knobs = self.check_knobs()?;
         let (reader, source) = self.open_reader()?;
+        let source = crate::dataset::with_disk_cache(&reader, source, &self.disk_cache)?;
         if let Some(s) = &source
             && self.os_cache
         {

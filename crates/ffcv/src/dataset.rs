@@ -2,7 +2,7 @@
 //! the page source its sample data comes from. `Loader::builder` and the CLI open their
 //! file through [`Dataset::open`], so every front end accepts the same names.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use beton_io::{Reader, ReaderOptions};
@@ -122,6 +122,55 @@ impl Dataset {
             &ReaderOptions::default(),
         )?))
     }
+}
+
+/// The default cap of the disk cache of pages (`LoaderBuilder::page_cache_size`).
+pub const DEFAULT_PAGE_CACHE_SIZE: u64 = 10 << 30;
+
+/// A loader's disk cache knobs: the directory (none: no disk cache) and its cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DiskCacheKnobs {
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) max_bytes: u64,
+}
+
+impl Default for DiskCacheKnobs {
+    fn default() -> Self {
+        DiskCacheKnobs {
+            dir: None,
+            max_bytes: DEFAULT_PAGE_CACHE_SIZE,
+        }
+    }
+}
+
+/// Puts a remote dataset's page source behind the disk cache when a directory is given;
+/// a local file is read through its map as always (the OS page cache already keeps it).
+pub(crate) fn with_disk_cache(
+    reader: &Reader,
+    source: Option<Arc<dyn PageSource>>,
+    knobs: &DiskCacheKnobs,
+) -> Result<Option<Arc<dyn PageSource>>> {
+    let (Some(dir), Some(inner)) = (&knobs.dir, &source) else {
+        if let Some(dir) = &knobs.dir {
+            tracing::info!(
+                "{}: a local file; the page cache directory {} is not used",
+                reader.path().display(),
+                dir.display()
+            );
+        }
+        return Ok(source);
+    };
+    let config = page_cache::DiskCacheConfig {
+        dir: dir.clone(),
+        max_bytes: knobs.max_bytes,
+    };
+    let cache =
+        page_cache::DiskCache::new(Arc::clone(inner), &config).map_err(|e| Error::Setup {
+            path: reader.path().to_owned(),
+            what: "the disk cache of pages",
+            source: e,
+        })?;
+    Ok(Some(Arc::new(cache)))
 }
 
 #[cfg(feature = "remote")]

@@ -79,7 +79,7 @@ pub mod transform_spec;
 pub mod transforms;
 
 pub use beton_io as format;
-pub use dataset::{Dataset, Location, RemoteConfig};
+pub use dataset::{DEFAULT_PAGE_CACHE_SIZE, Dataset, Location, RemoteConfig};
 pub use page_cache;
 pub use pipeline_jit as jit;
 pub use rgb_image as image;

@@ -25,6 +25,7 @@
 //! - **Best effort.** A failure to store (disk full, permissions) is logged once and the
 //!   page served from the source: the cache can make reads cheaper, never fail them.
 
+use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -119,10 +120,10 @@ impl DiskCache {
             hash.update((part.len() as u64).to_le_bytes());
             hash.update(part.as_bytes());
         }
-        let key: String = hash.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let mut key = String::with_capacity(32);
+        for b in &hash.finalize()[..16] {
+            let _ = write!(key, "{b:02x}");
+        }
         let dir = config.dir.join(key);
         fs::create_dir_all(&dir).map_err(|e| {
             io::Error::new(
