@@ -47,6 +47,7 @@
 //! # Ok::<(), beton_io::Error>(())
 //! ```
 
+mod concat;
 pub mod corrupt;
 mod dtype;
 mod error;
@@ -60,6 +61,7 @@ mod reader;
 mod source;
 mod writer;
 
+pub use concat::{SHARD_ALIGN, ShardSpan};
 pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
 pub use error::{Error, Result, SourceError};
 pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};
