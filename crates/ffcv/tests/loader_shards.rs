@@ -339,3 +339,40 @@ fn shards_over_http_and_mixed_with_local_files_read_like_the_single_file() {
     ids.sort_unstable();
     assert_eq!(ids, (0..N).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_state_over_shards_resumes_them_and_is_refused_over_other_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (single, shards) = write_both(dir.path());
+    let b = |names: &[String]| {
+        Loader::builder_shards(names)
+            .batch_size(16)
+            .drop_last(false)
+            .num_workers(1)
+            .order(Order::Random)
+            .seed(3)
+    };
+    let mut loader = b(&shards).build().unwrap();
+    let mut it = loader.iter();
+    let first: Vec<u64> = it.next().unwrap().unwrap().sample_ids().to_vec();
+    let state = it.state();
+    drop(it);
+    // The same shards resume after the batch taken.
+    let mut resumed = b(&shards).resume(state.clone()).build().unwrap();
+    let rest = epoch_ids(&mut resumed);
+    assert_eq!(rest.len() + first.len(), N as usize);
+    // Another shard order, or the single file of the same samples, is another dataset.
+    let swapped = vec![shards[0].clone(), shards[2].clone(), shards[1].clone()];
+    for other in [
+        b(&swapped),
+        Loader::builder(&single)
+            .batch_size(16)
+            .drop_last(false)
+            .num_workers(1)
+            .order(Order::Random)
+            .seed(3),
+    ] {
+        let err = other.resume(state.clone()).build().unwrap_err().to_string();
+        assert!(err.contains("the state is from another file"), "{err}");
+    }
+}

@@ -472,8 +472,9 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
     let reader = std::sync::Arc::clone(&dataset.reader);
     // The source is probed, then dropped: each measured run opens its own.
     let source = match &dataset.source {
-        Some(remote) => SourceFacts::probe(remote, reader.page_size()),
-        None => SourceFacts::local(),
+        // Local shards have a source too, but are local files: nothing to probe.
+        Some(remote) if dataset.is_remote() => SourceFacts::probe(remote, reader.page_size()),
+        _ => SourceFacts::local(),
     };
     drop(dataset);
     let file = file_facts(&reader, &args.decoders, &args.transforms)?;
