@@ -42,6 +42,33 @@ pub enum Error {
         end: u64,
     },
 
+    /// Two shards of a dataset read as one ([`crate::Reader::concat`]) do not have the same
+    /// fields or page size.
+    #[error(
+        "{other}: {what} differs from {first}: {reason}; shards read as one dataset need \
+         the same fields (names, types, arguments, order) and page size"
+    )]
+    ShardMismatch {
+        /// The first shard, whose fields the others must have.
+        first: PathBuf,
+        /// The shard that differs.
+        other: PathBuf,
+        /// What differs: `field "NAME"` or `the page size`.
+        what: String,
+        /// How it differs.
+        reason: String,
+    },
+
+    /// A set of shards that cannot be read as one dataset (none, too large, a field whose
+    /// data pointers cannot be moved).
+    #[error("{path}: cannot read these shards as one dataset: {reason}")]
+    InvalidShards {
+        /// The name of the set (its first shard, or the pattern).
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+
     /// A structure of the file extends past its end (or is cut short).
     #[error(
         "{path}: truncated: {what} needs bytes {start}..{end} but the file has {file_size} bytes"

@@ -48,6 +48,7 @@
 //! # Ok::<(), beton_io::Error>(())
 //! ```
 
+mod concat;
 pub mod corrupt;
 mod dtype;
 mod error;
@@ -62,6 +63,7 @@ mod shards;
 mod source;
 mod writer;
 
+pub use concat::{SHARD_ALIGN, ShardSpan};
 pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
 pub use error::{Error, Result, SourceError};
 pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};

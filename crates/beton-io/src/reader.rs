@@ -257,6 +257,11 @@ impl Reader {
         held(&self.map, &self.path, start, end)
     }
 
+    /// The bytes behind the reader (a shard set stitches the files of mapped shards).
+    pub(crate) fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
     /// The fields in file order.
     pub fn fields(&self) -> &[Field] {
         &self.fields

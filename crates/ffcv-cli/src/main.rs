@@ -7,6 +7,7 @@
 mod byte_size;
 mod cache_args;
 mod commands;
+mod dataset_args;
 mod error;
 mod numeric_flags;
 mod pipeline_args;

@@ -32,6 +32,8 @@ pub struct LoaderBuilder {
     remote: crate::dataset::RemoteConfig,
     /// The disk cache of a remote dataset's pages (`page_cache_dir`, `page_cache_size`).
     disk_cache: crate::dataset::DiskCacheKnobs,
+    /// Shard names (paths, URLs, patterns) given to `Loader::builder_shards`.
+    shards: Option<Vec<String>>,
     batch_size: Option<usize>,
     num_workers: i64,
     order: Order,
@@ -83,6 +85,7 @@ impl LoaderBuilder {
             source: None,
             remote: crate::dataset::RemoteConfig::default(),
             disk_cache: crate::dataset::DiskCacheKnobs::default(),
+            shards: None,
             batch_size: None,
             num_workers: -1,
             order: Order::Sequential,
@@ -340,6 +343,13 @@ impl LoaderBuilder {
         self
     }
 
+    /// Reads the shards `names` stand for as one dataset (`Loader::builder_shards`).
+    pub(crate) fn shards(mut self, names: Vec<String>) -> Self {
+        self.path = names.first().map(Into::into).unwrap_or_default();
+        self.shards = Some(names);
+        self
+    }
+
     /// Uses an already opened reader instead of opening the path.
     pub fn reader(mut self, reader: Arc<Reader>) -> Self {
         self.path = reader.path().to_owned();
@@ -393,6 +403,7 @@ impl LoaderBuilder {
         let source = crate::dataset::with_disk_cache(&reader, source, &self.disk_cache)?;
         if let Some(s) = &source
             && self.os_cache
+            && crate::shards::needs_process_cache(&reader, Some(s))
         {
             // A remote object cannot be mapped: serve os_cache=True from the process
             // cache (docs/remote.md), decided here so that every later choice (the
@@ -527,11 +538,11 @@ impl LoaderBuilder {
         let (reader, source) = match &self.reader {
             Some(r) => (Arc::clone(r), self.source.clone()),
             None => {
-                let d = crate::Dataset::open_with(
-                    &self.path,
-                    &beton_io::ReaderOptions::default(),
-                    &self.remote,
-                )?;
+                let options = beton_io::ReaderOptions::default();
+                let d = match &self.shards {
+                    Some(names) => crate::Dataset::open_shards_with(names, &options, &self.remote)?,
+                    None => crate::Dataset::open_with(&self.path, &options, &self.remote)?,
+                };
                 (d.reader, d.source)
             }
         };

@@ -50,9 +50,12 @@ impl<'a> Location<'a> {
 pub struct Dataset {
     /// The reader (for a remote object, opened from byte ranges: structure only).
     pub reader: Arc<Reader>,
-    /// The page source of a remote object; `None` for a local file, read through the
-    /// reader's map.
+    /// The page source of a remote object or of shards; `None` for a local file, read
+    /// through the reader's map.
     pub source: Option<Arc<dyn PageSource>>,
+    /// For shards read as one ([`Dataset::open_shards`]): where each sits in the virtual
+    /// file and its first global sample id; empty for a single file.
+    pub shards: Vec<beton_io::ShardSpan>,
 }
 
 impl Dataset {
@@ -85,21 +88,26 @@ impl Dataset {
         Dataset {
             reader: Arc::new(reader),
             source: None,
+            shards: Vec::new(),
         }
     }
 
-    /// Whether the data is read from a remote source.
+    /// Whether the data is read from a remote source (an object in a store, or shards of
+    /// which one is).
     pub fn is_remote(&self) -> bool {
-        self.source.is_some()
+        self.source.as_ref().is_some_and(|s| s.kind().is_remote())
     }
 
     /// The whole file as a reader of bytes in memory, for tools that read every sample
     /// one by one (`ffcv dump`): a local reader is returned as it is; a remote object is
     /// read in one request, refused above `max_bytes`.
     pub fn into_whole(self, max_bytes: u64) -> Result<Arc<Reader>> {
-        let Some(source) = self.source else {
+        let Some(source) = self.source.filter(|_| !self.reader.holds_data()) else {
             return Ok(self.reader);
         };
+        if !self.shards.is_empty() {
+            return crate::shards::whole_shards(&self.reader, &self.shards, &source, max_bytes);
+        }
         let path = self.reader.path().to_owned();
         let len = source.len();
         if len > max_bytes {
@@ -179,6 +187,7 @@ fn open_remote(url: &str, options: &ReaderOptions, remote: &RemoteConfig) -> Res
     Ok(Dataset {
         reader: Arc::new(reader),
         source: Some(source),
+        shards: Vec::new(),
     })
 }
 

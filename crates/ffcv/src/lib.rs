@@ -75,6 +75,7 @@ mod order;
 pub mod quasi_buffer;
 mod resume;
 mod run_state;
+pub mod shards;
 pub mod transform_spec;
 pub mod transforms;
 

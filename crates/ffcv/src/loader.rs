@@ -2,7 +2,7 @@
 //! states), [`Loader::iter`] to run an epoch, [`Loader::filter`], and
 //! [`LoaderBuilder::build`], which wraps the builder's run state (`builder.rs`) in it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -132,6 +132,16 @@ impl Loader {
     /// A builder for a loader over the `.beton` file at `path`.
     pub fn builder(path: impl AsRef<Path>) -> LoaderBuilder {
         LoaderBuilder::new(path.as_ref().to_owned())
+    }
+
+    /// A builder for a loader over several `.beton` files with the same fields read as
+    /// one dataset (shards): global sample ids run through the files in the order given.
+    /// Each name is a path, a URL, a glob pattern (`data/train-*.beton`, its matches
+    /// sorted) or an `s3://` prefix (`s3://bucket/train-`, the `.beton` objects under it,
+    /// sorted); see [`crate::Dataset::open_shards`]. The files are opened by `build`.
+    pub fn builder_shards<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> LoaderBuilder {
+        let names: Vec<String> = names.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        LoaderBuilder::new(PathBuf::new()).shards(names)
     }
 
     /// Batches per epoch, as FFCV's `len(loader)`: with `drop_last`, full batches only.

@@ -76,6 +76,7 @@ mod readers;
 #[cfg(feature = "remote")]
 pub mod remote;
 mod schedule;
+mod shards;
 mod source;
 
 use std::sync::Arc;
@@ -94,6 +95,7 @@ pub use os::{OsCache, OsEpoch};
 pub use policy::{CachePolicy, OsAdvice, OsConfig, ProcessConfig};
 pub use process::{ProcessCache, ProcessEpoch};
 pub use schedule::{PageSchedule, ScheduledPage};
+pub use shards::ShardSource;
 pub use source::{LocalSource, PageSource, SourceKind};
 
 /// A snapshot of a cache's counters (all zero for the OS cache, which loads nothing).
@@ -150,7 +152,12 @@ impl PageCache {
         source: Option<Arc<dyn PageSource>>,
         policy: &CachePolicy,
     ) -> Result<PageCache> {
-        if let Some(s) = &source {
+        // Local shards stitched into one map (`Reader::concat`) are served by the OS cache
+        // like one file; only a source whose bytes are not all mapped needs the process cache.
+        let mapped_shards = matches!(policy, CachePolicy::Os(_))
+            && reader.holds_data()
+            && source.as_ref().is_some_and(|s| !s.kind().is_remote());
+        if let Some(s) = source.as_ref().filter(|_| !mapped_shards) {
             let config = match policy {
                 CachePolicy::Process(config) => config.clone(),
                 CachePolicy::Os(_) => {

@@ -9,6 +9,8 @@
 //! exponential backoff; each request has a timeout and a whole read an outer deadline, so
 //! nothing waits forever.
 
+pub mod listing;
+
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -59,8 +59,14 @@ fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
 /// Arguments of `ffcv bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The .beton file.
+    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
+    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
     pub file: PathBuf,
+    /// More shards of the same dataset, after FILE (global sample ids run through the
+    /// files in the order given).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
 
     /// Samples per batch (1 to 2^20).
     #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
@@ -322,7 +328,7 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
     let batch_size = usize::try_from(args.batch_size)
         .map_err(|_| CliError::Usage(format!("--batch-size {} is too large", args.batch_size)))?;
     let order: Order = traversal::OrderKind::from(args.order).into();
-    let mut b = Loader::builder(&args.file)
+    let mut b = crate::dataset_args::builder(&args.file, &args.more)
         .batch_size(batch_size)
         .num_workers(args.num_workers)
         .order(order)
@@ -348,7 +354,7 @@ fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + 
     } else {
         // The default decoder of a transformed field depends on its type: read the file once
         // here and hand the same reader to the loader.
-        let dataset = ffcv::Dataset::open(&args.file)?;
+        let dataset = crate::dataset_args::open(&args.file, &args.more)?;
         let reader = std::sync::Arc::clone(&dataset.reader);
         let decoders: Vec<(String, DecoderChoice)> = args
             .decoder

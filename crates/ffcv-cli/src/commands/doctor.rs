@@ -52,8 +52,14 @@ use crate::numeric_flags;
 /// run needs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DoctorArgs {
-    /// The .beton file.
+    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
+    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
     pub file: PathBuf,
+    /// More shards of the same dataset, after FILE (global sample ids run through the
+    /// files in the order given).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
 
     /// Samples per batch, 1 to 2^20 (kept fixed while measuring).
     #[arg(long, default_value_t = 512, value_parser = numeric_flags::batch_size::<usize>())]
@@ -462,12 +468,13 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             args.rank, args.world_size
         )));
     }
-    let dataset = ffcv::Dataset::open(&args.file)?;
+    let dataset = crate::dataset_args::open(&args.file, &args.more)?;
     let reader = std::sync::Arc::clone(&dataset.reader);
     // The source is probed, then dropped: each measured run opens its own.
     let source = match &dataset.source {
-        Some(remote) => SourceFacts::probe(remote, reader.page_size()),
-        None => SourceFacts::local(),
+        // Local shards have a source too, but are local files: nothing to probe.
+        Some(remote) if dataset.is_remote() => SourceFacts::probe(remote, reader.page_size()),
+        _ => SourceFacts::local(),
     };
     drop(dataset);
     let file = file_facts(&reader, &args.decoders, &args.transforms)?;

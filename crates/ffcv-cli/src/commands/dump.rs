@@ -19,8 +19,14 @@ use crate::error::{CliError, Result};
 /// Arguments of `ffcv dump`.
 #[derive(clap::Args, Debug)]
 pub struct DumpArgs {
-    /// The .beton file.
+    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
+    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
     pub file: PathBuf,
+    /// More shards of the same dataset, after FILE (global sample ids run through the
+    /// files in the order given).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
     /// Only these fields, in this order (comma-separated names); all fields by default.
     #[arg(long, value_delimiter = ',')]
     pub fields: Option<Vec<String>>,
@@ -66,7 +72,8 @@ const DUMP_MAX_REMOTE_BYTES: u64 = 1 << 32;
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
     // dump reads every selected sample in turn: a remote object is read whole, once.
-    let reader = ffcv::Dataset::open(&args.file)?.into_whole(DUMP_MAX_REMOTE_BYTES)?;
+    let reader =
+        crate::dataset_args::open(&args.file, &args.more)?.into_whole(DUMP_MAX_REMOTE_BYTES)?;
     let selected = select_fields(&reader, args.fields.as_deref())?;
     let num_samples = reader.num_samples();
     if args.start > num_samples {

@@ -11,8 +11,14 @@ use crate::error::{CliError, Result};
 /// Arguments of `ffcv inspect`.
 #[derive(clap::Args, Debug)]
 pub struct InspectArgs {
-    /// The .beton file.
+    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
+    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
     pub file: PathBuf,
+    /// More shards of the same dataset, after FILE (global sample ids run through the
+    /// files in the order given).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -20,7 +26,7 @@ pub struct InspectArgs {
 
 /// Runs `ffcv inspect`.
 pub fn run(args: &InspectArgs) -> Result<()> {
-    let reader = ffcv::Dataset::open(&args.file)?.reader;
+    let reader = crate::dataset_args::open(&args.file, &args.more)?.reader;
     let text = if args.json {
         format!("{}\n", summary(&reader))
     } else {

@@ -53,8 +53,14 @@ impl From<OrderChoice> for OrderKind {
 /// Arguments of `ffcv order`.
 #[derive(clap::Args, Debug)]
 pub struct OrderArgs {
-    /// The .beton file.
+    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
+    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
     pub file: PathBuf,
+    /// More shards of the same dataset, after FILE (global sample ids run through the
+    /// files in the order given).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
 
     /// The traversal order [default: sequential; with --resume, the saved run's].
     #[arg(long, value_enum)]
@@ -246,7 +252,7 @@ fn sized_buffer(
 
 /// Computes the order `args` describe (the sample ids of the epoch on this rank).
 pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
-    let reader = ffcv::Dataset::open(&args.file)
+    let reader = crate::dataset_args::open(&args.file, &args.more)
         .map_err(CliError::from)?
         .reader;
     let num_samples = reader.num_samples();

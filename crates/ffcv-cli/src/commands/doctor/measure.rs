@@ -17,7 +17,7 @@ use crate::process_counters::ProcessCounters;
 
 /// Builds the loader `args` and `knobs` describe.
 pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, RunError> {
-    let mut builder = Loader::builder(&args.file)
+    let mut builder = crate::dataset_args::builder(&args.file, &args.more)
         .batch_size(args.batch_size)
         .num_workers(knobs.num_workers as i64)
         .os_cache(knobs.os_cache)
@@ -60,8 +60,8 @@ pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loade
     } else {
         // A transformed field's default decoder depends on its type, so the file is read
         // here and the same reader handed to the loader.
-        let dataset =
-            ffcv::Dataset::open(&args.file).map_err(|err| RunError::other(err.to_string()))?;
+        let dataset = crate::dataset_args::open(&args.file, &args.more)
+            .map_err(|err| RunError::other(err.to_string()))?;
         let reader = std::sync::Arc::clone(&dataset.reader);
         builder = crate::pipeline_args::apply(builder, &reader, &decoders, &args.transforms)
             .map_err(RunError::other)?

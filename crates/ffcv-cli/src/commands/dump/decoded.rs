@@ -24,7 +24,7 @@ const BATCH: usize = 16;
 
 /// Decodes the `--decoder` fields of the samples in `range`.
 pub(super) fn decode_range(
-    reader: &Reader,
+    reader: &std::sync::Arc<Reader>,
     decoders: &[(String, DecoderChoice)],
     seed: u64,
     range: Range<u64>,
@@ -39,7 +39,10 @@ pub(super) fn decode_range(
     if enabled.is_empty() || range.is_empty() {
         return Ok(decoded);
     }
+    // The reader already opened (a local map, a remote object or shards read whole):
+    // its path may name a shard set or a URL that opening again would cost.
     let mut builder = Loader::builder(reader.path())
+        .reader(std::sync::Arc::clone(reader))
         .batch_size(BATCH)
         .drop_last(false)
         .order(Order::Sequential)
