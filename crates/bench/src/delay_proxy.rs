@@ -157,7 +157,19 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: &Atomi
     let answers = std::thread::Builder::new()
         .name("delay-proxy-back".into())
         .spawn(move || {
-            let _ = io::copy(&mut server_in, &mut client_out);
+            // Large reads: the answers are pages of megabytes, and this process shares
+            // the cores with the loader it measures.
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                match server_in.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if client_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
             let _ = client_out.shutdown(Shutdown::Write);
         });
     let mut ends = HeaderEnds { tail: Vec::new() };

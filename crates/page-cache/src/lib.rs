@@ -72,6 +72,8 @@ mod readers;
 pub mod remote;
 mod schedule;
 mod source;
+#[cfg(feature = "remote")]
+mod store_url;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use beton_io::{Reader, ReaderOptions};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
 use object_store::{
@@ -96,19 +98,14 @@ impl RemoteConfig {
     }
 }
 
-/// Whether `path` names a remote object this build can open (`s3://`, `http://`,
-/// `https://`).
+/// Whether `path` names a remote object this build can open (`s3://`, `gs://`,
+/// `az://`, `abfs[s]://`, `http(s)://`, …; see `docs/remote.md`).
 pub fn is_remote_url(path: &str) -> bool {
     remote_kind(path).is_some()
 }
 
 fn remote_kind(url: &str) -> Option<SourceKind> {
-    let scheme = url.split_once("://")?.0.to_ascii_lowercase();
-    match scheme.as_str() {
-        "s3" | "s3a" => Some(SourceKind::S3),
-        "http" | "https" => Some(SourceKind::Http),
-        _ => None,
-    }
+    crate::store_url::kind(url)
 }
 
 /// Counters of an [`ObjectSource`].
@@ -188,13 +185,14 @@ impl ObjectSource {
     ///
     /// `s3://bucket/key` takes its configuration from the standard environment variables
     /// (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-    /// `AWS_SESSION_TOKEN`, `AWS_REGION`, …); `http(s)://host/path` needs a server that
-    /// answers `HEAD` with the length and `GET` with byte ranges.
+    /// `AWS_SESSION_TOKEN`, `AWS_REGION`, …), `gs://` from `GOOGLE_*` and the Azure forms
+    /// from `AZURE_*` (`object_store`'s `from_env` builders); `http(s)://host/path` needs
+    /// a server that answers `HEAD` with the length and `GET` with byte ranges.
     pub fn open(url: &str, config: &RemoteConfig) -> io::Result<ObjectSource> {
         let kind = remote_kind(url).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{url}: not an s3://, http:// or https:// URL"),
+                format!("{url}: not an s3://, gs://, az://, abfs[s]://, http:// or https:// URL"),
             )
         })?;
         // reqwest is built without a default TLS provider (so no C-built crypto); give
@@ -204,35 +202,58 @@ impl ObjectSource {
             io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
         };
         let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = match kind {
-            SourceKind::S3 => {
-                let key = url
-                    .split_once("://")
-                    .and_then(|(_, rest)| rest.split_once('/'))
-                    .map(|(_, key)| key)
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{url}: an S3 URL names an object: s3://BUCKET/KEY"),
-                        )
-                    })?;
-                let store = AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_config(
-                        AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                        humantime(config.request_timeout),
-                    )
-                    .with_config(
-                        AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                        humantime(config.connect_timeout),
-                    )
-                    .with_retry(config.retry())
-                    .build()
-                    .map_err(invalid)?;
+            SourceKind::S3 | SourceKind::Gcs | SourceKind::Azure => {
+                let key = crate::store_url::key(url, kind)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 let location = ObjectPath::from_url_path(key).map_err(|e| {
                     io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
                 })?;
-                (Arc::new(store), location)
+                // Timeouts go in as configuration keys, not `with_client_options`, which
+                // would replace the client settings `from_env` read (`*_ALLOW_HTTP`, …).
+                let timeout = humantime(config.request_timeout);
+                let connect = humantime(config.connect_timeout);
+                let store: Arc<dyn ObjectStore> = match kind {
+                    SourceKind::S3 => Arc::new(
+                        AmazonS3Builder::from_env()
+                            .with_url(url)
+                            .with_config(
+                                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                                timeout,
+                            )
+                            .with_config(
+                                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                    SourceKind::Gcs => Arc::new(
+                        GoogleCloudStorageBuilder::from_env()
+                            .with_url(url)
+                            .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                            .with_config(
+                                GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                    _ => Arc::new(
+                        MicrosoftAzureBuilder::from_env()
+                            .with_url(url)
+                            .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                            .with_config(
+                                AzureConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                };
+                (store, location)
             }
             _ => {
                 // The store is the directory; the object is the file name in it.

@@ -50,6 +50,7 @@ pub struct DumpArgs {
 
 mod decoded;
 mod fixed_bytes;
+mod sparse;
 
 /// How `dump` prints a field type its `SampleField::decode` does not know: one module per
 /// type. A type with no entry is printed generically (`SampleField::generic`).
@@ -60,15 +61,16 @@ fn print_extension(field: &SampleField<'_>) -> Option<Result<JsonValue>> {
     }
 }
 
-/// The largest remote object `dump` reads into memory (4 GiB).
-const DUMP_MAX_REMOTE_BYTES: u64 = 1 << 32;
-
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
-    // dump reads every selected sample in turn: a remote object is read whole, once.
-    let reader = ffcv::Dataset::open(&args.file)?.into_whole(DUMP_MAX_REMOTE_BYTES)?;
+    // A remote object: only the structure and the samples asked for are fetched.
+    let dataset = ffcv::Dataset::open(&args.file)?;
+    let num_samples = dataset.reader.num_samples();
+    let asked = args.start..args
+        .count
+        .map_or(num_samples, |c| args.start.saturating_add(c).min(num_samples));
+    let reader = sparse::reader_for(dataset, asked)?;
     let selected = select_fields(&reader, args.fields.as_deref())?;
-    let num_samples = reader.num_samples();
     if args.start > num_samples {
         return Err(CliError::StartPastEnd {
             path: reader.path().to_path_buf(),
