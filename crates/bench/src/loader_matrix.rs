@@ -478,17 +478,17 @@ pub fn ensure_photos(dir: &Path, progress: &dyn Fn(&str)) -> Result<Dataset, Str
 }
 
 /// An image data set of the loader rows: `image` (JPEG) and `label` fields.
-struct ImageSet {
-    label: &'static str,
-    samples: u64,
+pub(crate) struct ImageSet {
+    pub(crate) label: &'static str,
+    pub(crate) samples: u64,
     /// What identifies the content; a file whose recorded parameters differ is rewritten.
-    params: String,
-    sample_description: String,
+    pub(crate) params: String,
+    pub(crate) sample_description: String,
 }
 
 /// The data set `set` under `dir`, sample `i`'s JPEG from `jpeg(i)` (`(bytes, width,
 /// height)`), written once and reused while its recorded parameters match.
-fn ensure_images(
+pub(crate) fn ensure_images(
     dir: &Path,
     set: &ImageSet,
     progress: &dyn Fn(&str),

@@ -11,11 +11,14 @@
 //! ([`row_transforms`] has the rule).
 
 mod datasets;
+mod delay_proxy;
 mod jit;
 mod loader_matrix;
 mod page_cache;
 mod plot;
+mod range_server;
 mod reader;
+mod remote;
 mod report;
 mod resume;
 mod row_transforms;
@@ -64,6 +67,34 @@ struct Args {
         value_parser = row_transforms::parse_transform
     )]
     transforms: Vec<TransformArg>,
+    /// Instead of the matrix: the remote benchmark (local file against the moto S3
+    /// server behind a delaying proxy), written to `remote.json` and `remote.md`.
+    #[arg(long)]
+    remote: bool,
+    /// `--remote`: the delay the proxy adds to each request, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    latency_ms: u64,
+    /// `--remote`: the loaders' `prefetch_ahead` values to measure (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [3usize])]
+    prefetch_ahead: Vec<usize>,
+    /// `--remote`: range requests in flight at most (the remote source's concurrency).
+    #[arg(long, default_value_t = ::page_cache::remote::RemoteConfig::default().concurrency)]
+    concurrency: usize,
+    /// `--remote`: longest range of one request; longer page reads are split.
+    #[arg(long, default_value_t = ::page_cache::remote::DEFAULT_PART_BYTES)]
+    part_bytes: u64,
+    /// `--remote`: timed epochs of each loader (after one warm-up epoch).
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    /// `--remote`: skip the S3 rows (the moto server is slow: see docs/benchmarking.md).
+    #[arg(long)]
+    no_s3: bool,
+    /// Internal: the measuring child of `--remote` (LOCAL URL...).
+    #[arg(long, num_args = 2.., value_names = ["LOCAL", "URL"], hide = true)]
+    remote_measure: Vec<String>,
+    /// Internal, with `--remote-measure`: the decoder of `image`.
+    #[arg(long, hide = true)]
+    decoder: Option<String>,
 }
 
 /// `<workspace>/target/bench`, whatever the current directory.
@@ -257,8 +288,103 @@ fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// `--remote`: the remote benchmark's rows, written beside the matrix's files.
+fn run_remote(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let out_dir = args.out.clone().unwrap_or_else(default_out_dir);
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| format!("cannot create {}: {err}", out_dir.display()))?;
+    let out_dir = out_dir.canonicalize().unwrap_or(out_dir);
+    let bench = remote::RemoteBench {
+        latency: std::time::Duration::from_millis(args.latency_ms),
+        prefetch_ahead: args.prefetch_ahead.clone(),
+        concurrency: args.concurrency,
+        part_bytes: args.part_bytes,
+        epochs: args.epochs,
+        s3: !args.no_s3,
+    };
+    let rows = remote::rows(&out_dir, &bench, &progress)?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let report = Report {
+        machine: Machine::current(),
+        args: std::env::args().skip(1).collect(),
+        total_seconds: started.elapsed().as_secs_f64(),
+        rows,
+    };
+    let json_path = out_dir.join("remote.json");
+    let document = serde_json::to_string_pretty(&report.to_json())
+        .map_err(|err| format!("cannot format the report: {err}"))?;
+    std::fs::write(&json_path, format!("{document}\n"))
+        .map_err(|err| format!("cannot write {}: {err}", json_path.display()))?;
+    std::fs::write(out_dir.join("remote.md"), report.markdown())
+        .map_err(|err| format!("cannot write remote.md: {err}"))?;
+    if args.json {
+        println!("{document}");
+    }
+    print!("{}", report.table());
+    for row in &report.rows {
+        if row.ratio.is_some() {
+            let get = |k: &str| {
+                row.extra
+                    .get(k)
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(f64::NAN)
+            };
+            println!(
+                "{}: {:.1} % of local; read amplification {:.3}, {:.2} requests per page, \
+                 {:.1} requests in flight on average (peak {}), {:.1} ms per request",
+                row.name,
+                100.0 * row.ratio.unwrap_or(0.0),
+                get("read_amplification"),
+                get("requests_per_page"),
+                get("mean_requests_in_flight"),
+                get("peak_requests_in_flight"),
+                1e3 * get("mean_request_seconds"),
+            );
+        }
+    }
+    progress(&format!(
+        "wrote {} ({:.1} s)",
+        json_path.display(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let [local, urls @ ..] = args.remote_measure.as_slice() {
+        let measure = remote::MeasureArgs {
+            local: PathBuf::from(local),
+            urls: urls.to_vec(),
+            decoder: args.decoder.clone(),
+            prefetch_ahead: args.prefetch_ahead.first().copied().unwrap_or(3),
+            concurrency: args.concurrency,
+            part_bytes: args.part_bytes,
+            epochs: args.epochs,
+        };
+        return match remote::measure(&measure) {
+            Ok(figures) => {
+                println!("{figures}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("bench: error: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if args.remote {
+        return match run_remote(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("bench: error: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if !args.small {
         progress("no matrix size given; running the small matrix (--small)");
     }

@@ -24,12 +24,13 @@ pub struct RemoteConfig {}
 pub enum Location<'a> {
     /// A local file (a plain path, or a `file://` URL with the scheme removed).
     Local(&'a str),
-    /// An object in a store: `s3://`, `http://`, `https://`.
+    /// An object in a store: `s3://`, `gs://`, `az://`, `abfs[s]://`, `http(s)://`, ….
     Remote(&'a str),
 }
 
 impl<'a> Location<'a> {
     /// Classifies `name`: `file://PATH` and plain paths are local; `s3://`, `s3a://`,
+    /// `gs://`, Azure's `az://`, `azure://`, `adl://`, `abfs://`, `abfss://`, and
     /// `http://` and `https://` are remote; any other `SCHEME://` is still a path (a
     /// directory may be called that), which then fails to open with its own error.
     pub fn parse(name: &'a str) -> Location<'a> {
@@ -38,7 +39,9 @@ impl<'a> Location<'a> {
         }
         let scheme = name.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         match scheme.as_deref() {
-            Some("s3" | "s3a" | "http" | "https") => Location::Remote(name),
+            Some(
+                "s3" | "s3a" | "gs" | "az" | "azure" | "adl" | "abfs" | "abfss" | "http" | "https",
+            ) => Location::Remote(name),
             _ => Location::Local(name),
         }
     }

@@ -78,6 +78,8 @@ pub mod remote;
 mod schedule;
 mod shards;
 mod source;
+#[cfg(feature = "remote")]
+mod store_url;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use beton_io::{Reader, ReaderOptions};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
 use object_store::{
@@ -45,7 +47,19 @@ pub struct RemoteConfig {
     /// Range requests in flight at once (the process cache's reader threads for a remote
     /// source; default 32). Memory stays bounded by the cache's slots either way.
     pub concurrency: usize,
+    /// Longest range one request asks for (default 8 MiB, FFCV's default page: one
+    /// request per page). A longer page read is split into parts of at most this many
+    /// bytes, requested at once, so that more requests are in flight without more page
+    /// slots; every part is pinned to the ETag like a whole page.
+    pub part_bytes: u64,
 }
+
+/// [`RemoteConfig::part_bytes`] by default.
+pub const DEFAULT_PART_BYTES: u64 = 8 << 20;
+
+/// The smallest part a page read is split into: below this a request's fixed cost
+/// dominates whatever it carries.
+const MIN_PART_BYTES: u64 = 64 << 10;
 
 impl Default for RemoteConfig {
     fn default() -> Self {
@@ -57,6 +71,7 @@ impl Default for RemoteConfig {
             max_backoff: Duration::from_secs(5),
             retry_timeout: Duration::from_secs(60),
             concurrency: 32,
+            part_bytes: DEFAULT_PART_BYTES,
         }
     }
 }
@@ -85,31 +100,32 @@ impl RemoteConfig {
     }
 }
 
-/// Whether `path` names a remote object this build can open (`s3://`, `http://`,
-/// `https://`).
+/// Whether `path` names a remote object this build can open (`s3://`, `gs://`,
+/// `az://`, `abfs[s]://`, `http(s)://`, …; see `docs/remote.md`).
 pub fn is_remote_url(path: &str) -> bool {
     remote_kind(path).is_some()
 }
 
 fn remote_kind(url: &str) -> Option<SourceKind> {
-    let scheme = url.split_once("://")?.0.to_ascii_lowercase();
-    match scheme.as_str() {
-        "s3" | "s3a" => Some(SourceKind::S3),
-        "http" | "https" => Some(SourceKind::Http),
-        _ => None,
-    }
+    crate::store_url::kind(url)
 }
 
 /// Counters of an [`ObjectSource`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RemoteStats {
-    /// Range requests completed (retries inside one request not counted).
+    /// Range requests completed (retries inside one request not counted; a read split
+    /// into parts counts each part).
     pub requests: u64,
+    /// Reads completed ([`PageSource::read_at`] calls: a page, or a structure range).
+    pub reads: u64,
+    /// Most range requests in flight at once so far.
+    pub peak_in_flight: u64,
     /// Bytes received.
     pub bytes: u64,
     /// Reads that failed after their retries.
     pub failures: u64,
-    /// Sum of the requests' latencies (first byte to last), for the mean.
+    /// Sum of the requests' durations (sent to last byte), for the mean; over the wall
+    /// time it is the mean number in flight.
     pub busy: Duration,
 }
 
@@ -130,9 +146,12 @@ pub struct ObjectSource {
     config: RemoteConfig,
     runtime: Option<tokio::runtime::Runtime>,
     requests: AtomicU64,
+    reads: AtomicU64,
+    in_flight: AtomicU64,
+    peak_in_flight: AtomicU64,
     bytes: AtomicU64,
     failures: AtomicU64,
-    busy_nanos: AtomicU64,
+    busy_nanos: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -168,13 +187,14 @@ impl ObjectSource {
     ///
     /// `s3://bucket/key` takes its configuration from the standard environment variables
     /// (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-    /// `AWS_SESSION_TOKEN`, `AWS_REGION`, …); `http(s)://host/path` needs a server that
-    /// answers `HEAD` with the length and `GET` with byte ranges.
+    /// `AWS_SESSION_TOKEN`, `AWS_REGION`, …), `gs://` from `GOOGLE_*` and the Azure forms
+    /// from `AZURE_*` (`object_store`'s `from_env` builders); `http(s)://host/path` needs
+    /// a server that answers `HEAD` with the length and `GET` with byte ranges.
     pub fn open(url: &str, config: &RemoteConfig) -> io::Result<ObjectSource> {
         let kind = remote_kind(url).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{url}: not an s3://, http:// or https:// URL"),
+                format!("{url}: not an s3://, gs://, az://, abfs[s]://, http:// or https:// URL"),
             )
         })?;
         // reqwest is built without a default TLS provider (so no C-built crypto); give
@@ -184,35 +204,58 @@ impl ObjectSource {
             io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
         };
         let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = match kind {
-            SourceKind::S3 => {
-                let key = url
-                    .split_once("://")
-                    .and_then(|(_, rest)| rest.split_once('/'))
-                    .map(|(_, key)| key)
-                    .filter(|k| !k.is_empty())
-                    .ok_or_else(|| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{url}: an S3 URL names an object: s3://BUCKET/KEY"),
-                        )
-                    })?;
-                let store = AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_config(
-                        AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                        humantime(config.request_timeout),
-                    )
-                    .with_config(
-                        AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                        humantime(config.connect_timeout),
-                    )
-                    .with_retry(config.retry())
-                    .build()
-                    .map_err(invalid)?;
+            SourceKind::S3 | SourceKind::Gcs | SourceKind::Azure => {
+                let key = crate::store_url::key(url, kind)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 let location = ObjectPath::from_url_path(key).map_err(|e| {
                     io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
                 })?;
-                (Arc::new(store), location)
+                // Timeouts go in as configuration keys, not `with_client_options`, which
+                // would replace the client settings `from_env` read (`*_ALLOW_HTTP`, …).
+                let timeout = humantime(config.request_timeout);
+                let connect = humantime(config.connect_timeout);
+                let store: Arc<dyn ObjectStore> = match kind {
+                    SourceKind::S3 => Arc::new(
+                        AmazonS3Builder::from_env()
+                            .with_url(url)
+                            .with_config(
+                                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                                timeout,
+                            )
+                            .with_config(
+                                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                    SourceKind::Gcs => Arc::new(
+                        GoogleCloudStorageBuilder::from_env()
+                            .with_url(url)
+                            .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                            .with_config(
+                                GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                    _ => Arc::new(
+                        MicrosoftAzureBuilder::from_env()
+                            .with_url(url)
+                            .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                            .with_config(
+                                AzureConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                                connect,
+                            )
+                            .with_retry(config.retry())
+                            .build()
+                            .map_err(invalid)?,
+                    ),
+                };
+                (store, location)
             }
             _ => {
                 // The store is the directory; the object is the file name in it.
@@ -262,9 +305,12 @@ impl ObjectSource {
             config: config.clone(),
             runtime: Some(runtime),
             requests: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            peak_in_flight: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-            busy_nanos: AtomicU64::new(0),
+            busy_nanos: Arc::new(AtomicU64::new(0)),
         };
         let meta = source.block_on("HEAD", async { source.store.head(&source.location).await })?;
         source.size = meta.size;
@@ -293,6 +339,8 @@ impl ObjectSource {
     pub fn stats(&self) -> RemoteStats {
         RemoteStats {
             requests: self.requests.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            peak_in_flight: self.peak_in_flight.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
@@ -360,48 +408,83 @@ impl PageSource for ObjectSource {
             return Ok(());
         }
         let what = format!("GET bytes {offset}..{end} of");
-        let t0 = Instant::now();
-        let (bytes, e_tag) = self.block_on(&what, async {
-            let options = GetOptions {
-                range: Some(GetRange::Bounded(offset..end)),
-                if_match: self.e_tag.clone(),
-                ..GetOptions::default()
-            };
-            let result = self.store.get_opts(&self.location, options).await?;
-            let e_tag = result.meta.e_tag.clone();
-            Ok((result.bytes().await?, e_tag))
-        })?;
-        let changed = matches!((&self.e_tag, &e_tag), (Some(a), Some(b)) if a != b);
-        if changed {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{what} {}: the object changed since it was opened (ETag {} then, {} now); \
-                     reopen it to read the new version",
-                    self.url,
-                    self.e_tag.as_deref().unwrap_or("?"),
-                    e_tag.as_deref().unwrap_or("?")
-                ),
-            ));
+        let parts = part_ranges(offset, end, self.config.part_bytes);
+        let n = parts.len() as u64;
+        let now = self.in_flight.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak_in_flight.fetch_max(now, Ordering::Relaxed);
+        let answers = self.block_on(&what, async {
+            // One task per part, all in flight at once; dropping the set (an error, the
+            // outer deadline) aborts the others.
+            let mut set = tokio::task::JoinSet::new();
+            for range in parts.iter().cloned() {
+                let store = Arc::clone(&self.store);
+                let location = self.location.clone();
+                let if_match = self.e_tag.clone();
+                let busy = Arc::clone(&self.busy_nanos);
+                set.spawn(async move {
+                    let t0 = Instant::now();
+                    let options = GetOptions {
+                        range: Some(GetRange::Bounded(range.clone())),
+                        if_match,
+                        ..GetOptions::default()
+                    };
+                    let result = store.get_opts(&location, options).await?;
+                    let e_tag = result.meta.e_tag.clone();
+                    let bytes = result.bytes().await?;
+                    busy.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    Ok::<_, object_store::Error>((range, bytes, e_tag))
+                });
+            }
+            let mut answers = Vec::with_capacity(parts.len());
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok(answer) => answers.push(answer?),
+                    Err(e) => {
+                        return Err(object_store::Error::Generic {
+                            store: "ffcv",
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            Ok(answers)
+        });
+        self.in_flight.fetch_sub(n, Ordering::Relaxed);
+        for (range, bytes, e_tag) in answers? {
+            let changed = matches!((&self.e_tag, &e_tag), (Some(a), Some(b)) if a != b);
+            if changed {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{what} {}: the object changed since it was opened (ETag {} then, {} \
+                         now); reopen it to read the new version",
+                        self.url,
+                        self.e_tag.as_deref().unwrap_or("?"),
+                        e_tag.as_deref().unwrap_or("?")
+                    ),
+                ));
+            }
+            let want = range.end - range.start;
+            if bytes.len() as u64 != want {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{what} {}: short read, {} of {want} bytes at offset {}",
+                        self.url,
+                        bytes.len(),
+                        range.start
+                    ),
+                ));
+            }
+            // In bounds: the parts tile offset..end, which is buf.
+            let at = (range.start - offset) as usize;
+            buf[at..at + bytes.len()].copy_from_slice(&bytes);
+            self.bytes.fetch_add(want, Ordering::Relaxed);
         }
-        if bytes.len() != buf.len() {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{what} {}: short read, {} of {} bytes",
-                    self.url,
-                    bytes.len(),
-                    buf.len()
-                ),
-            ));
-        }
-        buf.copy_from_slice(&bytes);
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        self.busy_nanos
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.requests.fetch_add(n, Ordering::Relaxed);
+        self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -426,8 +509,47 @@ impl Drop for ObjectSource {
     }
 }
 
+/// `offset..end` cut into consecutive parts of at most `part_bytes` (at least
+/// [`MIN_PART_BYTES`]), of nearly equal length so that no tiny last part pays a whole
+/// request's latency for a few bytes.
+fn part_ranges(offset: u64, end: u64, part_bytes: u64) -> Vec<std::ops::Range<u64>> {
+    let len = end - offset;
+    let part = part_bytes.max(MIN_PART_BYTES);
+    let count = len.div_ceil(part).max(1);
+    let base = len / count;
+    let extra = len % count;
+    let mut at = offset;
+    (0..count)
+        .map(|i| {
+            let l = base + u64::from(i < extra);
+            let r = at..at + l;
+            at += l;
+            r
+        })
+        .collect()
+}
+
 fn humantime(d: Duration) -> String {
     format!("{}ms", d.as_millis().max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_ranges;
+
+    #[test]
+    fn parts_tile_the_range_in_nearly_equal_lengths() {
+        assert_eq!(part_ranges(10, 20, 8 << 20), vec![10..20]);
+        let parts = part_ranges(0, (8 << 20) + 3, 2 << 20);
+        assert_eq!(parts.len(), 5);
+        assert_eq!(parts[0], 0..1_677_723);
+        assert_eq!(parts.last().unwrap().end, (8 << 20) + 3);
+        assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
+        let lens: Vec<u64> = parts.iter().map(|r| r.end - r.start).collect();
+        assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
+        // Never below the floor: 1 MiB in 1-byte parts is 16 parts of 64 KiB.
+        assert_eq!(part_ranges(0, 1 << 20, 1).len(), 16);
+    }
 }
 
 /// Opens the `.beton` object at `url`: pins it ([`ObjectSource::open`]), then reads and

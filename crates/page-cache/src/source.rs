@@ -21,15 +21,22 @@ pub enum SourceKind {
     S3,
     /// A file served over HTTP(S) with range requests (`http://`, `https://`).
     Http,
+    /// An object in Google Cloud Storage (`gs://`).
+    Gcs,
+    /// A blob in Azure Blob Storage or Data Lake (`az://`, `abfs[s]://`,
+    /// `https://ACCOUNT.blob.core.windows.net/…`).
+    Azure,
 }
 
 impl SourceKind {
-    /// A short lowercase name (`local`, `s3`, `http`) for logs and reports.
+    /// A short lowercase name (`local`, `s3`, `http`, `gcs`, `azure`) for logs and reports.
     pub fn name(self) -> &'static str {
         match self {
             SourceKind::Local => "local",
             SourceKind::S3 => "s3",
             SourceKind::Http => "http",
+            SourceKind::Gcs => "gcs",
+            SourceKind::Azure => "azure",
         }
     }
 

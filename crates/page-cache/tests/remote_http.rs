@@ -27,6 +27,7 @@ fn quick() -> RemoteConfig {
         max_backoff: Duration::from_millis(50),
         retry_timeout: Duration::from_secs(10),
         concurrency: 8,
+        ..RemoteConfig::default()
     }
 }
 

@@ -26,6 +26,7 @@ fn quick() -> RemoteConfig {
         max_backoff: Duration::from_millis(50),
         retry_timeout: Duration::from_secs(20),
         concurrency: 8,
+        ..RemoteConfig::default()
     }
 }
 

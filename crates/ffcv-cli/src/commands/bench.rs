@@ -581,6 +581,14 @@ mod tests {
             "http://127.0.0.1:1/f.beton"
         )));
         assert!(is_remote(std::path::Path::new("s3://bucket/f.beton")));
+        for url in [
+            "gs://bucket/f.beton",
+            "az://container/f.beton",
+            "abfss://container@acct.dfs.core.windows.net/f.beton",
+            "https://acct.blob.core.windows.net/container/f.beton",
+        ] {
+            assert!(is_remote(std::path::Path::new(url)), "{url}");
+        }
         assert!(!is_remote(std::path::Path::new("file:///data/f.beton")));
         assert!(!is_remote(std::path::Path::new("/data/f.beton")));
     }

@@ -56,6 +56,7 @@ pub struct DumpArgs {
 
 mod decoded;
 mod fixed_bytes;
+mod sparse;
 
 /// How `dump` prints a field type its `SampleField::decode` does not know: one module per
 /// type. A type with no entry is printed generically (`SampleField::generic`).
@@ -66,16 +67,25 @@ fn print_extension(field: &SampleField<'_>) -> Option<Result<JsonValue>> {
     }
 }
 
-/// The largest remote object `dump` reads into memory (4 GiB).
+/// The most bytes of remote shards `dump` reads into memory (4 GiB).
 const DUMP_MAX_REMOTE_BYTES: u64 = 1 << 32;
 
 /// Runs `ffcv dump`.
 pub fn run(args: &DumpArgs) -> Result<()> {
-    // dump reads every selected sample in turn: a remote object is read whole, once.
-    let reader =
-        crate::dataset_args::open(&args.file, &args.more)?.into_whole(DUMP_MAX_REMOTE_BYTES)?;
+    let dataset = crate::dataset_args::open(&args.file, &args.more)?;
+    let num_samples = dataset.reader.num_samples();
+    let reader = if dataset.shards.is_empty() {
+        // One remote object: only its structure and the samples asked for are fetched.
+        let asked = args.start..args
+            .count
+            .map_or(num_samples, |c| args.start.saturating_add(c).min(num_samples));
+        sparse::reader_for(dataset, asked)?
+    } else {
+        // A shard set's structure is synthetic (no shard holds it), so remote shards are
+        // read whole, once.
+        dataset.into_whole(DUMP_MAX_REMOTE_BYTES)?
+    };
     let selected = select_fields(&reader, args.fields.as_deref())?;
-    let num_samples = reader.num_samples();
     if args.start > num_samples {
         return Err(CliError::StartPastEnd {
             path: reader.path().to_path_buf(),
