@@ -494,6 +494,7 @@ pub fn measure(args: &MeasureArgs) -> Result<Value, String> {
         let dataset = ffcv::Dataset {
             reader: Arc::new(reader),
             source: Some(Arc::clone(&source) as Arc<dyn PageSource>),
+            shards: Vec::new(),
         };
         let loader = builder(Loader::builder(url).dataset(dataset), args)?
             .remote_config(config.clone())

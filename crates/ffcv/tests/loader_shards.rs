@@ -376,3 +376,53 @@ fn a_state_over_shards_resumes_them_and_is_refused_over_other_shards() {
         assert!(err.contains("the state is from another file"), "{err}");
     }
 }
+
+#[cfg(feature = "remote")]
+#[test]
+fn http_shards_behind_the_disk_cache_read_their_pages_from_disk_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("pages");
+    let (single, shards) = write_both(dir.path());
+    let servers: Vec<servers::HttpFileServer> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            servers::HttpFileServer::start(&format!("part-{i}.beton"), std::fs::read(p).unwrap())
+        })
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let cached = |names: &[String]| {
+        Loader::builder_shards(names)
+            .page_cache_dir(&cache_dir)
+            .page_cache_size(1 << 30)
+    };
+    let want = snapshots(&mut build(Loader::builder(&single), Order::Random, true));
+    let data_gets = |from: &[usize]| -> usize {
+        servers
+            .iter()
+            .zip(from)
+            .map(|(s, &n)| s.seen()[n..].iter().filter(|r| r.method == "GET").count())
+            .sum()
+    };
+    let seen_now = || servers.iter().map(|s| s.seen().len()).collect::<Vec<_>>();
+    // Opening reads each shard's structure from its server; count the epochs' reads.
+    let mut first = build(cached(&urls), Order::Random, false);
+    let before = seen_now();
+    assert!(snapshots(&mut first) == want, "first loader's batches");
+    assert!(data_gets(&before) > 0, "the first epoch reads the servers");
+    drop(first);
+    let mut second = build(cached(&urls), Order::Random, false);
+    let before = seen_now();
+    assert!(snapshots(&mut second) == want, "second loader's batches");
+    assert_eq!(data_gets(&before), 0, "every page came from the disk cache");
+    // A local shard pins nothing, so a set with one cannot be cached on disk.
+    let mixed = vec![shards[0].clone(), urls[1].clone(), urls[2].clone()];
+    let err = cached(&mixed)
+        .batch_size(16)
+        .os_cache(false)
+        .build()
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    assert!(text.contains("nothing pins its bytes"), "{text}");
+}

@@ -109,8 +109,9 @@ impl DiskCache {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "{}: the server gives no ETag or version, so cached pages could not be \
-                     told from those of a replaced object; read it without --page-cache-dir",
+                    "{}: nothing pins its bytes (a server that gives no ETag or version, or a \
+                     shard set with a local file), so cached pages could not be told from those \
+                     of a replaced object; read it without --page-cache-dir",
                     inner.name()
                 ),
             )

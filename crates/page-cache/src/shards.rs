@@ -110,6 +110,23 @@ impl PageSource for ShardSource {
         }
     }
 
+    /// Every shard's name, place and pinned identity, so that a disk cache of the set's
+    /// pages never serves a page of another set or of a replaced shard; `None` when any
+    /// shard pins nothing (a local file), since its bytes could change unseen.
+    fn pinned_identity(&self) -> Option<String> {
+        let mut identity = String::new();
+        for (span, source) in &self.shards {
+            let pinned = source.pinned_identity()?;
+            identity.push_str(&format!(
+                "{}@{}+{}:{pinned};",
+                source.name(),
+                span.base,
+                span.len
+            ));
+        }
+        Some(identity)
+    }
+
     fn preferred_concurrency(&self) -> usize {
         self.shards
             .iter()

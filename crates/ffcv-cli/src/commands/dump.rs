@@ -76,9 +76,9 @@ pub fn run(args: &DumpArgs) -> Result<()> {
     let num_samples = dataset.reader.num_samples();
     let reader = if dataset.shards.is_empty() {
         // One remote object: only its structure and the samples asked for are fetched.
-        let asked = args.start..args
-            .count
-            .map_or(num_samples, |c| args.start.saturating_add(c).min(num_samples));
+        let asked = args.start..args.count.map_or(num_samples, |c| {
+            args.start.saturating_add(c).min(num_samples)
+        });
         sparse::reader_for(dataset, asked)?
     } else {
         // A shard set's structure is synthetic (no shard holds it), so remote shards are
