@@ -5,7 +5,6 @@
 //! handle; the epoch order knob, [`Order`], is `order.rs`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
@@ -572,7 +571,7 @@ impl LoaderBuilder {
                 );
                 0
             }
-            None => draw_seed(),
+            None => crate::order::draw_seed(),
         }
     }
 
@@ -752,18 +751,6 @@ impl LoaderBuilder {
         }
         Ok(sizing.buffer_pages)
     }
-}
-
-/// A seed drawn from the standard library's per-process random keys (32 bits, so that it
-/// is also a valid NumPy/PyTorch seed when reproduced there).
-fn draw_seed() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-    );
-    h.finish() & 0xFFFF_FFFF
 }
 
 /// Step 7: a runner for every enabled field (its pipeline, or its decoder choice, or its

@@ -1,6 +1,7 @@
 //! The loader's order knob, [`Order`]: FFCV's three `OrderOption`s and a user's own
 //! [`TraversalOrder`]; the builder turns it into traversal's order for each epoch.
 
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use traversal::{OrderKind, TraversalOrder};
@@ -56,4 +57,16 @@ impl From<OrderKind> for Order {
             OrderKind::QuasiRandom => Order::QuasiRandom,
         }
     }
+}
+
+/// A seed drawn from the standard library's per-process random keys (32 bits, so that it
+/// is also a valid NumPy/PyTorch seed when reproduced there).
+pub(crate) fn draw_seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish() & 0xFFFF_FFFF
 }
