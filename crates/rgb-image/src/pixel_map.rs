@@ -18,6 +18,7 @@ const CN: usize = 3;
 #[derive(Clone, Debug, PartialEq)]
 pub struct PixelMap {
     table: Vec<u8>,
+    planes: Planes,
     elem: usize,
     chw: bool,
 }
@@ -39,6 +40,7 @@ impl PixelMap {
             )));
         }
         Ok(PixelMap {
+            planes: Planes::new(&table, elem_bytes),
             table,
             elem: elem_bytes,
             chw,
@@ -47,8 +49,9 @@ impl PixelMap {
 
     /// The identity map on `u8` (a flip and/or the CHW layout alone).
     pub fn identity(chw: bool) -> PixelMap {
-        let table = (0..256 * CN).map(|i| (i / CN) as u8).collect();
+        let table: Vec<u8> = (0..256 * CN).map(|i| (i / CN) as u8).collect();
         PixelMap {
+            planes: Planes::new(&table, 1),
             table,
             elem: 1,
             chw,
@@ -80,60 +83,121 @@ impl PixelMap {
         flip: bool,
         out: &mut [u8],
     ) {
-        match self.elem {
-            1 => self.write_row_n::<1>(row, y, h, w, flip, out),
-            2 => self.write_row_n::<2>(row, y, h, w, flip, out),
-            4 => self.write_row_n::<4>(row, y, h, w, flip, out),
-            _ => self.write_row_n::<8>(row, y, h, w, flip, out),
+        let geo = Geometry {
+            y,
+            h,
+            w,
+            flip,
+            chw: self.chw,
+        };
+        match &self.planes {
+            Planes::B1(t) => spread(t, row, geo, out),
+            Planes::B2(t) => spread(t, row, geo, out),
+            Planes::B4(t) => spread(t, row, geo, out),
+            Planes::B8(t) => spread(t, row, geo, out),
         }
     }
+}
 
-    /// [`PixelMap::write_row`] with the element size fixed, so each store is one move.
-    fn write_row_n<const E: usize>(
-        &self,
-        row: &[u8],
-        y: usize,
-        h: usize,
-        w: usize,
-        flip: bool,
-        out: &mut [u8],
-    ) {
-        let row = &row[..w * CN];
-        let entry = |v: u8, c: usize| -> [u8; E] {
-            let at = (usize::from(v) * CN + c) * E;
-            self.table[at..at + E].try_into().expect("E bytes")
-        };
-        if self.chw {
-            for c in 0..CN {
-                let start = (c * h + y) * w * E;
-                let plane = &mut out[start..start + w * E];
-                let dsts = plane.chunks_exact_mut(E);
-                let srcs = row.chunks_exact(CN);
-                if flip {
-                    for (d, s) in dsts.rev().zip(srcs) {
-                        d.copy_from_slice(&entry(s[c], c));
-                    }
-                } else {
-                    for (d, s) in dsts.zip(srcs) {
-                        d.copy_from_slice(&entry(s[c], c));
-                    }
-                }
+/// The table split per channel and typed by element size, so that a lookup is one
+/// indexed load by the `u8` value (no bounds check) and a store one move.
+#[derive(Clone, Debug, PartialEq)]
+enum Planes {
+    B1(Box<[[u8; 256]; CN]>),
+    B2(Box<[[u16; 256]; CN]>),
+    B4(Box<[[u32; 256]; CN]>),
+    B8(Box<[[u64; 256]; CN]>),
+}
+
+impl Planes {
+    fn new(table: &[u8], elem: usize) -> Planes {
+        fn split<T: Elem>(table: &[u8]) -> Box<[[T; 256]; CN]> {
+            let mut p = Box::new([[T::ZERO; 256]; CN]);
+            for (i, e) in table.chunks_exact(T::BYTES).enumerate() {
+                p[i % CN][i / CN] = T::from_bytes(e);
             }
-        } else {
-            let start = y * w * CN * E;
-            let line = &mut out[start..start + w * CN * E];
-            let dsts = line.chunks_exact_mut(CN * E);
+            p
+        }
+        match elem {
+            1 => Planes::B1(split(table)),
+            2 => Planes::B2(split(table)),
+            4 => Planes::B4(split(table)),
+            _ => Planes::B8(split(table)),
+        }
+    }
+}
+
+/// An output element: its bytes in memory order (native-endian, as the table holds them).
+trait Elem: Copy {
+    const BYTES: usize;
+    const ZERO: Self;
+    fn from_bytes(b: &[u8]) -> Self;
+    fn put(self, d: &mut [u8]);
+}
+
+macro_rules! elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            const ZERO: Self = 0;
+            fn from_bytes(b: &[u8]) -> Self {
+                <$t>::from_ne_bytes(b.try_into().expect("one element"))
+            }
+            #[inline(always)]
+            fn put(self, d: &mut [u8]) {
+                d.copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+    };
+}
+elem!(u8);
+elem!(u16);
+elem!(u32);
+elem!(u64);
+
+/// Where one output row goes.
+#[derive(Clone, Copy)]
+struct Geometry {
+    y: usize,
+    h: usize,
+    w: usize,
+    flip: bool,
+    chw: bool,
+}
+
+/// One output row through per-channel tables `t`.
+fn spread<T: Elem>(t: &[[T; 256]; CN], row: &[u8], g: Geometry, out: &mut [u8]) {
+    let (e, w) = (T::BYTES, g.w);
+    let row = &row[..w * CN];
+    if g.chw {
+        for (c, tc) in t.iter().enumerate() {
+            let start = (c * g.h + g.y) * w * e;
+            let plane = &mut out[start..start + w * e];
+            let dsts = plane.chunks_exact_mut(e);
             let srcs = row.chunks_exact(CN);
-            let px = |d: &mut [u8], s: &[u8]| {
-                for c in 0..CN {
-                    d[c * E..(c + 1) * E].copy_from_slice(&entry(s[c], c));
-                }
-            };
-            if flip {
-                dsts.rev().zip(srcs).for_each(|(d, s)| px(d, s));
+            if g.flip {
+                dsts.rev()
+                    .zip(srcs)
+                    .for_each(|(d, s)| tc[usize::from(s[c])].put(d));
             } else {
-                dsts.zip(srcs).for_each(|(d, s)| px(d, s));
+                dsts.zip(srcs)
+                    .for_each(|(d, s)| tc[usize::from(s[c])].put(d));
             }
+        }
+    } else {
+        let start = g.y * w * CN * e;
+        let line = &mut out[start..start + w * CN * e];
+        let dsts = line.chunks_exact_mut(CN * e);
+        let srcs = row.chunks_exact(CN);
+        let px = |d: &mut [u8], s: &[u8]| {
+            t[0][usize::from(s[0])].put(&mut d[..e]);
+            t[1][usize::from(s[1])].put(&mut d[e..2 * e]);
+            t[2][usize::from(s[2])].put(&mut d[2 * e..3 * e]);
+        };
+        if g.flip {
+            dsts.rev().zip(srcs).for_each(|(d, s)| px(d, s));
+        } else {
+            dsts.zip(srcs).for_each(|(d, s)| px(d, s));
         }
     }
 }

@@ -149,7 +149,7 @@ fn any_random(ops: &[Arc<dyn Operation>], mut state: State) -> bool {
 
 /// `spec` with its crop decoder and the longest prefix of its transforms that fits
 /// (`[flip] [normalize | convert] [chw]`, from `u8` pixels) folded into one decoder, or
-/// `None` when nothing can be folded (or `spec.fuse` is off).
+/// `None` when nothing can be folded (or `spec.fuse` is off, the default).
 pub(crate) fn fuse(spec: &PipelineSpec) -> Option<PipelineSpec> {
     if !spec.fuse || spec.transforms.is_empty() {
         return None;
@@ -211,7 +211,7 @@ mod tests {
     }
 
     fn rrc() -> PipelineSpec {
-        PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((8, 8)))
+        PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((8, 8))).fuse(true)
     }
 
     fn left(spec: &PipelineSpec) -> Option<Vec<String>> {
@@ -247,11 +247,13 @@ mod tests {
             .then(RandomHorizontalFlip(0.5))
             .then(RandomHorizontalFlip(0.5));
         assert_eq!(left(&flips), None);
-        // Not a crop decoder, or no transforms.
-        assert_eq!(
-            left(&PipelineSpec::new(SimpleRGBImageDecoder).then(ToChw)),
-            None
-        );
+        // Not a crop decoder, or no transforms, or not asked for.
+        let simple = PipelineSpec::new(SimpleRGBImageDecoder)
+            .then(ToChw)
+            .fuse(true);
+        assert_eq!(left(&simple), None);
+        let default = PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((8, 8))).then(ToChw);
+        assert_eq!(left(&default), None);
         assert_eq!(left(&rrc()), None);
     }
 }

@@ -283,7 +283,7 @@ impl PipelineSpec {
         PipelineSpec {
             decoder,
             transforms: Vec::new(),
-            fuse: true,
+            fuse: false,
         }
     }
 
@@ -305,8 +305,9 @@ impl PipelineSpec {
     /// `NormalizeImage` or `Convert` of the `u8` pixels, then an optional `ToChw`. The
     /// output is the same bit for bit (each element is the operation's own table entry,
     /// the flip draws from the flip's own generator); only the `u8` crop is never stored
-    /// whole. On by default; `fuse(false)` runs every transform as its own step (to
-    /// measure the difference, or to compare the two).
+    /// whole. Off by default: measured on photographs to 224, the folded pass (a scalar
+    /// table loop) cost more than the JIT's vector loop over the stored crop it saves
+    /// re-reading (`docs/benchmarking.md`, "Folding the transforms into the resizer").
     pub fn fuse(mut self, on: bool) -> PipelineSpec {
         self.fuse = on;
         self
