@@ -71,6 +71,7 @@ mod frame;
 mod jpeg;
 mod kernel;
 mod libjpeg_enc;
+mod pixel_map;
 mod resize;
 mod simd;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -89,6 +90,7 @@ pub use frame::{FrameComponent, JpegFrame};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};
+pub use pixel_map::PixelMap;
 pub use resize::{AreaResizer, resize_area_into};
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
 

@@ -15,6 +15,7 @@
 //!   fixed point of OpenCV's `INTER_LINEAR` (with the 16-bit rounding of
 //!   OpenCV's vector code in the vertical pass).
 
+use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
 use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
@@ -84,6 +85,8 @@ pub struct AreaResizer {
     fsum: Vec<f32>,
     irow0: Vec<i32>,
     irow1: Vec<i32>,
+    /// One output row for a [`PixelMap`] to spread (mapped resizes only).
+    maprow: Vec<u8>,
     /// The instruction set the kernels run with.
     isa: Isa,
 }
@@ -196,6 +199,7 @@ impl AreaResizer {
             fsum: Vec::new(),
             irow0: Vec::new(),
             irow1: Vec::new(),
+            maprow: Vec::new(),
             isa: Isa::detect(),
         }
     }
@@ -326,6 +330,26 @@ impl AreaResizer {
         dh: u32,
         dw: u32,
     ) -> Result<()> {
+        Self::check_view(src, src_stride, sh, sw, dh, dw)?;
+        let dst_needed = rgb_len(dh, dw);
+        if dst.len() < dst_needed {
+            return Err(ImageError::BufferTooSmall {
+                height: dh,
+                width: dw,
+                needed: dst_needed,
+                got: dst.len(),
+            });
+        }
+        let mut sink = Packed {
+            dst: &mut dst[..dst_needed],
+            row: dw as usize * CN,
+        };
+        self.run(src, src_stride, sh, sw, &mut sink, dh, dw);
+        Ok(())
+    }
+
+    /// Checks a source view and its output size (the checks `resize_into` makes).
+    fn check_view(src: &[u8], src_stride: usize, sh: u32, sw: u32, dh: u32, dw: u32) -> Result<()> {
         for (h, w) in [(sh, sw), (dh, dw)] {
             if h == 0 || w == 0 {
                 return Err(ImageError::BadSize {
@@ -347,33 +371,80 @@ impl AreaResizer {
                 got: src.len(),
             });
         }
-        let dst_needed = rgb_len(dh, dw);
-        if dst.len() < dst_needed {
-            return Err(ImageError::BufferTooSmall {
-                height: dh,
-                width: dw,
-                needed: dst_needed,
-                got: dst.len(),
-            });
-        }
-        let dst = &mut dst[..dst_needed];
+        Ok(())
+    }
+
+    /// Resizes a checked view, row by row into `sink`.
+    #[allow(clippy::too_many_arguments)] // resize_into's shape, with the sink for dst
+    fn run(
+        &mut self,
+        src: &[u8],
+        src_stride: usize,
+        sh: u32,
+        sw: u32,
+        sink: &mut dyn RowSink,
+        dh: u32,
+        dw: u32,
+    ) {
         self.prepare(sh, sw, dh, dw);
         let view = View {
             data: src,
             stride: src_stride,
             h: sh as usize,
-            row,
+            row: sw as usize * CN,
         };
+        let (dh, dwidth) = (dh as usize, dw as usize * CN);
         match self.plan {
             Plan::Copy => {
-                for (y, out) in dst.chunks_exact_mut(row).enumerate() {
-                    out.copy_from_slice(view.row(y));
+                for y in 0..dh {
+                    sink.row(y).copy_from_slice(view.row(y));
+                    sink.finish(y);
                 }
             }
-            Plan::Fast { sx, sy } => resize_fast(&view, dst, dw as usize * CN, sx, sy),
-            Plan::Area => self.resize_area(&view, dst, dw as usize * CN),
-            Plan::Linear { xmax } => self.resize_linear(&view, dst, dw as usize * CN, xmax),
+            Plan::Fast { sx, sy } => resize_fast(&view, sink, dh, dwidth, sx, sy),
+            Plan::Area => self.resize_area(&view, sink),
+            Plan::Linear { xmax } => self.resize_linear(&view, sink, xmax),
         }
+    }
+
+    /// [`AreaResizer::resize_crop_into`], with each output row spread by `map` into `out`
+    /// (flipped left-right when `flip`): the same `u8` values, only never stored as a whole
+    /// image. `out` holds at least `map.output_bytes(dh, dw)` bytes.
+    #[allow(clippy::too_many_arguments)] // resize_crop_into's shape, plus the map
+    pub fn resize_crop_mapped(
+        &mut self,
+        image: &[u8],
+        height: u32,
+        width: u32,
+        crop: CropBox,
+        out: &mut [u8],
+        dh: u32,
+        dw: u32,
+        map: &PixelMap,
+        flip: bool,
+    ) -> Result<()> {
+        let (src, stride) = crop_view(image, height, width, crop)?;
+        Self::check_view(src, stride, crop.h, crop.w, dh, dw)?;
+        let needed = map.output_bytes(dh, dw);
+        if out.len() < needed {
+            return Err(ImageError::BufferTooSmall {
+                height: dh,
+                width: dw,
+                needed,
+                got: out.len(),
+            });
+        }
+        let mut buf = std::mem::take(&mut self.maprow);
+        let mut sink = Mapped {
+            map,
+            buf: &mut buf,
+            out: &mut out[..needed],
+            h: dh as usize,
+            w: dw as usize,
+            flip,
+        };
+        self.run(src, stride, crop.h, crop.w, &mut sink, dh, dw);
+        self.maprow = buf;
         Ok(())
     }
 
@@ -391,34 +462,14 @@ impl AreaResizer {
         dh: u32,
         dw: u32,
     ) -> Result<()> {
-        if !crop.fits(height, width) {
-            return Err(ImageError::BadCrop {
-                i: crop.i,
-                j: crop.j,
-                h: crop.h,
-                w: crop.w,
-                height,
-                width,
-            });
-        }
-        let needed = rgb_len(height, width);
-        if image.len() < needed {
-            return Err(ImageError::PixelCount {
-                height,
-                width,
-                needed,
-                got: image.len(),
-            });
-        }
-        let stride = width as usize * CN;
-        let start = crop.i as usize * stride + crop.j as usize * CN;
-        self.resize_into(&image[start..needed], stride, crop.h, crop.w, dst, dh, dw)
+        let (src, stride) = crop_view(image, height, width, crop)?;
+        self.resize_into(src, stride, crop.h, crop.w, dst, dh, dw)
     }
 
     /// `ResizeArea_Invoker`: per source row, the horizontally weighted row in
     /// `f32`, accumulated into the output row with the row's weight; the
     /// same operations in the same order as OpenCV, so the same roundings.
-    fn resize_area(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize) {
+    fn resize_area(&mut self, src: &View<'_>, sink: &mut dyn RowSink) {
         let Self {
             xtaps,
             xtap,
@@ -435,7 +486,7 @@ impl AreaResizer {
         // A source row straddling two output rows is weighted horizontally
         // once: `fbuf` keeps the last row's sums for the next output row.
         let mut cached = None;
-        for (g, out) in ygroups.iter().zip(dst.chunks_exact_mut(dwidth)) {
+        for (y, g) in ygroups.iter().enumerate() {
             let rows = g.start as usize..(g.start + g.len) as usize;
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
@@ -445,13 +496,14 @@ impl AreaResizer {
                 }
                 scale_add(isa, fsum, fbuf, beta, k > 0);
             }
-            sat_u8_row(isa, fsum, out);
+            sat_u8_row(isa, fsum, sink.row(y));
+            sink.finish(y);
         }
     }
 
     /// `resizeGeneric_` with `HResizeLinear<uchar, int, short>` and
     /// `VResizeLinear` + `VResizeLinearVec_32s8u`.
-    fn resize_linear(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize, xmax: usize) {
+    fn resize_linear(&mut self, src: &View<'_>, sink: &mut dyn RowSink, xmax: usize) {
         let Self {
             xofs,
             xalpha,
@@ -462,12 +514,12 @@ impl AreaResizer {
             ..
         } = self;
         let last = src.h - 1;
-        for (dy, out) in dst.chunks_exact_mut(dwidth).enumerate() {
-            let sy = yofs[dy] as usize;
+        for (dy, (&sy, &[b0, b1])) in yofs.iter().zip(ybeta.iter()).enumerate() {
+            let sy = sy as usize;
             hresize(src.row(sy), xofs, xalpha, xmax, irow0);
             hresize(src.row((sy + 1).min(last)), xofs, xalpha, xmax, irow1);
-            let [b0, b1] = ybeta[dy];
-            vresize(irow0, irow1, b0, b1, out);
+            vresize(irow0, irow1, b0, b1, sink.row(dy));
+            sink.finish(dy);
         }
     }
 }
@@ -593,11 +645,19 @@ fn weigh(s: &[u8], taps: &[(u32, f32)]) -> [f32; CN] {
 }
 
 /// `resizeAreaFast_`: integer `sx x sy` blocks.
-fn resize_fast(src: &View<'_>, dst: &mut [u8], dwidth: usize, sx: usize, sy: usize) {
+fn resize_fast(
+    src: &View<'_>,
+    sink: &mut dyn RowSink,
+    dh: usize,
+    dwidth: usize,
+    sx: usize,
+    sy: usize,
+) {
     if sx == 2 && sy == 2 {
         // ResizeAreaFastVec's 2x2 path: (a + b + c + d + 2) >> 2.
-        for (dy, out) in dst.chunks_exact_mut(dwidth).enumerate() {
+        for dy in 0..dh {
             let (r0, r1) = (src.row(2 * dy), src.row(2 * dy + 1));
+            let out = &mut sink.row(dy)[..dwidth];
             for (dx, o) in out.chunks_exact_mut(CN).enumerate() {
                 let base = dx * 2 * CN;
                 for c in 0..CN {
@@ -608,11 +668,13 @@ fn resize_fast(src: &View<'_>, dst: &mut [u8], dwidth: usize, sx: usize, sy: usi
                     o[c] = ((s + 2) >> 2) as u8;
                 }
             }
+            sink.finish(dy);
         }
         return;
     }
     let scale = 1.0f32 / (sx * sy) as f32;
-    for (dy, out) in dst.chunks_exact_mut(dwidth).enumerate() {
+    for dy in 0..dh {
+        let out = &mut sink.row(dy)[..dwidth];
         for (dx, o) in out.chunks_exact_mut(CN).enumerate() {
             let mut sums = [0u32; CN];
             for yy in 0..sy {
@@ -628,7 +690,35 @@ fn resize_fast(src: &View<'_>, dst: &mut [u8], dwidth: usize, sx: usize, sy: usi
                 o[c] = sat_u8(sums[c] as f32 * scale);
             }
         }
+        sink.finish(dy);
     }
+}
+
+/// The rows of `crop` in the packed `height x width` RGB `image`: the slice from the
+/// crop's first pixel and the image's row length, after checking that the crop fits.
+fn crop_view(image: &[u8], height: u32, width: u32, crop: CropBox) -> Result<(&[u8], usize)> {
+    if !crop.fits(height, width) {
+        return Err(ImageError::BadCrop {
+            i: crop.i,
+            j: crop.j,
+            h: crop.h,
+            w: crop.w,
+            height,
+            width,
+        });
+    }
+    let needed = rgb_len(height, width);
+    if image.len() < needed {
+        return Err(ImageError::PixelCount {
+            height,
+            width,
+            needed,
+            got: image.len(),
+        });
+    }
+    let stride = width as usize * CN;
+    let start = crop.i as usize * stride + crop.j as usize * CN;
+    Ok((&image[start..needed], stride))
 }
 
 /// `HResizeLinear<uchar, int, short, 2048>`: exact integer products.

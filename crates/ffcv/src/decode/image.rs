@@ -16,14 +16,14 @@ use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use rgb_image::{JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
+use rgb_image::{JpegFrame, PixelMap, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 
 thread_local! {
     /// One reusable kernel per thread (each loader worker decodes with its own).
     static KERNEL: RefCell<RgbDecoderKernel> = RefCell::new(RgbDecoderKernel::new());
 }
 
-fn expect_image(info: &FieldInfo<'_>) -> Result<(), String> {
+pub(super) fn expect_image(info: &FieldInfo<'_>) -> Result<(), String> {
     if info.field.field_type == FieldType::RgbImage {
         Ok(())
     } else {
@@ -133,6 +133,34 @@ fn decode_with(
     })
 }
 
+/// [`decode_with`] through a pixel map (see [`super::fused`]): the same crop of the same
+/// pixels, each written as its `map` entry, flipped when `flip` says so.
+pub(super) fn decode_mapped_with(
+    kind: &RgbDecoderKind,
+    input: &SampleInput<'_>,
+    out: &mut [u8],
+    (out_h, out_w): (u32, u32),
+    map: &PixelMap,
+    flip: impl FnOnce() -> bool,
+) -> Result<(), String> {
+    let (mode, width, height) = input
+        .image_header()
+        .ok_or("metadata too short for an RGBImageField")?;
+    check_stored_image(input.data, mode, height, width, input.max_image_pixels)?;
+    let mut rng = sample_rng(input.seed);
+    let flip = flip();
+    KERNEL.with(|kernel| {
+        let mut kernel = kernel
+            .try_borrow_mut()
+            .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
+        kernel
+            .decode_sample_mapped(
+                kind, mode, width, height, input.data, &mut rng, out, out_h, out_w, map, flip,
+            )
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// FFCV's `SimpleRGBImageDecoder`: every image at its stored size (raw pixels copied, JPEG
 /// decoded at full resolution). Like FFCV, it needs every image of the field to have the
 /// same size; a field whose sizes vary is refused when the loader is built.
@@ -224,6 +252,13 @@ impl Decoder for CenterCropRGBImageDecoder {
         let kind = RgbDecoderKind::CenterCrop { ratio: self.ratio };
         decode_with(&kind, input, out, self.output_size.0, self.output_size.1)
     }
+
+    fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
+        Some((
+            RgbDecoderKind::CenterCrop { ratio: self.ratio },
+            self.output_size,
+        ))
+    }
 }
 
 /// FFCV's `RandomResizedCropRGBImageDecoder(output_size, scale, ratio)`: torchvision's
@@ -281,6 +316,13 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         let kind = RgbDecoderKind::RandomResizedCrop(self.params);
         decode_with(&kind, input, out, self.output_size.0, self.output_size.1)
+    }
+
+    fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
+        Some((
+            RgbDecoderKind::RandomResizedCrop(self.params),
+            self.output_size,
+        ))
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod defaults;
 mod fixed_bytes;
+pub(crate) mod fused;
 mod image;
 pub(crate) mod kernel;
 mod spec;
@@ -229,6 +230,15 @@ pub trait Decoder: Send + Sync + 'static {
     fn copy_rule(&self) -> Option<CopyRule> {
         None
     }
+
+    /// For the built-in crop decoders: the image kernel they run and their output
+    /// `(height, width)`, so that the loader can fold the flip, normalize/convert and CHW
+    /// transforms after them into the resizer's output pass ([`PipelineSpec::fuse`]).
+    /// Default: `None` (nothing is folded into the decoder).
+    #[doc(hidden)]
+    fn crop_kernel(&self) -> Option<(rgb_image::RgbDecoderKind, (u32, u32))> {
+        None
+    }
 }
 
 /// How a copying decoder's row is made from a sample (see [`Decoder::copy_rule`]).
@@ -249,6 +259,7 @@ pub enum CopyRule {
 pub struct PipelineSpec {
     pub(crate) decoder: Arc<dyn Decoder>,
     pub(crate) transforms: Vec<Arc<dyn Operation>>,
+    pub(crate) fuse: bool,
 }
 
 impl std::fmt::Debug for PipelineSpec {
@@ -272,6 +283,7 @@ impl PipelineSpec {
         PipelineSpec {
             decoder,
             transforms: Vec::new(),
+            fuse: false,
         }
     }
 
@@ -284,6 +296,20 @@ impl PipelineSpec {
     /// Appends a shared transform.
     pub fn then_arc(mut self, op: Arc<dyn Operation>) -> PipelineSpec {
         self.transforms.push(op);
+        self
+    }
+
+    /// Whether the loader may fold the transforms right after a crop decoder
+    /// ([`RandomResizedCropRGBImageDecoder`], [`CenterCropRGBImageDecoder`]) into the
+    /// resizer's output pass: an optional `RandomHorizontalFlip`, then an optional
+    /// `NormalizeImage` or `Convert` of the `u8` pixels, then an optional `ToChw`. The
+    /// output is the same bit for bit (each element is the operation's own table entry,
+    /// the flip draws from the flip's own generator); only the `u8` crop is never stored
+    /// whole. Off by default: measured on photographs to 224, the folded pass (a scalar
+    /// table loop) cost more than the JIT's vector loop over the stored crop it saves
+    /// re-reading (`docs/benchmarking.md`, "Folding the transforms into the resizer").
+    pub fn fuse(mut self, on: bool) -> PipelineSpec {
+        self.fuse = on;
         self
     }
 
