@@ -106,7 +106,7 @@ impl Dataset {
             return Ok(self.reader);
         };
         if !self.shards.is_empty() {
-            return crate::shards::whole_shards(&self.reader, &self.shards, &source, max_bytes);
+            return whole_shards(&self.reader, &self.shards, &source, max_bytes);
         }
         let path = self.reader.path().to_owned();
         let len = source.len();
@@ -148,4 +148,41 @@ fn open_remote(url: &str, _: &ReaderOptions, _: &RemoteConfig) -> Result<Dataset
         path: url.into(),
         reason: "this build has no remote support (the `remote` feature of ffcv is off)".into(),
     })
+}
+
+/// Shards of which some are remote, read whole into memory (at most `max_bytes` in all)
+/// and joined again: [`Dataset::into_whole`] for a shard set.
+pub(crate) fn whole_shards(
+    reader: &Reader,
+    spans: &[beton_io::ShardSpan],
+    source: &Arc<dyn PageSource>,
+    max_bytes: u64,
+) -> Result<Arc<Reader>> {
+    let total: u64 = spans.iter().map(|s| s.len).sum();
+    if total > max_bytes {
+        return Err(Error::Config {
+            path: reader.path().to_owned(),
+            reason: format!(
+                "the shards' {total} bytes are more than the {max_bytes} bytes this command \
+                 reads into memory; copy them to local files first"
+            ),
+        });
+    }
+    let mut whole = Vec::with_capacity(spans.len());
+    for span in spans {
+        let bytes = source
+            .read_range(span.base, span.base + span.len)
+            .map_err(|e| Error::Setup {
+                path: span.path.clone(),
+                what: "whole-object read",
+                source: e,
+            })?;
+        whole.push(Reader::from_vec(
+            span.path.clone(),
+            bytes,
+            &ReaderOptions::default(),
+        )?);
+    }
+    let (joined, _) = Reader::concat(reader.path(), &whole, &ReaderOptions::default())?;
+    Ok(Arc::new(joined))
 }
