@@ -4,6 +4,7 @@
 //! [`beton_io::Reader::concat`] (global sample ids in the order given) and a
 //! [`page_cache::ShardSource`] that sends each page read to its shard.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use beton_io::{Reader, ReaderOptions};
@@ -12,7 +13,8 @@ use page_cache::{LocalSource, PageSource, ShardSource};
 use crate::dataset::{Dataset, Location, RemoteConfig};
 use crate::error::{Error, Result};
 
-/// Whether `name` is a glob pattern (it has `*`, `?` or `[`).
+/// Whether `name` is a glob pattern (it has `*`, `?` or `[`); an existing file of
+/// that name is still read as itself.
 pub fn is_pattern(name: &str) -> bool {
     name.contains(['*', '?', '['])
 }
@@ -35,7 +37,8 @@ pub fn expand_shard_names<S: AsRef<str>>(
             reason,
         };
         match Location::parse(name) {
-            Location::Local(path) if is_pattern(path) => {
+            // A file whose own name has `*`, `?` or `[` is that file, not a pattern.
+            Location::Local(path) if is_pattern(path) && !Path::new(path).exists() => {
                 let matches = glob::glob(path).map_err(|e| err(format!("bad pattern: {e}")))?;
                 let mut found = Vec::new();
                 for m in matches {

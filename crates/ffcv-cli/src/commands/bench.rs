@@ -428,7 +428,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     if let (Some(n), Some(path)) = (args.stop_after, &args.save_state) {
         return stop_and_save(&mut loader, args, n, path);
     }
-    let remote = is_remote(&args.file);
+    let remote = is_remote(&args.file) || args.more.iter().any(|f| is_remote(f));
     for _ in 0..args.warmup {
         run_epoch(&mut loader, args.touch, remote)?;
     }

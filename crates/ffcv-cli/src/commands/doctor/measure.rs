@@ -113,7 +113,10 @@ pub fn measure(
         memory_guard_fired: false,
         // A remote source's bytes come over sockets, which `/proc/self/io` does not count:
         // what the cache fetched from it is the storage read.
-        read_bytes: if crate::commands::bench::is_remote(&args.file) {
+        read_bytes: if std::iter::once(&args.file)
+            .chain(&args.more)
+            .any(|f| crate::commands::bench::is_remote(f))
+        {
             Some(after.storage_bytes_read - before.storage_bytes_read)
         } else {
             counted.read_bytes
