@@ -40,20 +40,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[pymethods]
 impl NativeLoader {
-    /// Opens `path` and builds the loader; `pipelines` maps field names to `None`
+    /// Opens `paths` (one file or URL, or several shards read as one; glob patterns and
+    /// `s3://` prefixes expand) and builds the loader; `pipelines` maps field names to `None`
     /// (disabled) or `[(decoder, params), (transform, params), ...]`. `cuda_device`: stage
     /// every output on that CUDA device through gpu-stage (an error without CUDA).
     #[new]
     #[pyo3(signature = (
-        path, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
+        paths, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
         prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
-        cuda_device=None
+        cuda_device=None, page_cache_dir=None, page_cache_size=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        path: String,
+        paths: Vec<String>,
         batch_size: usize,
         num_workers: i64,
         os_cache: bool,
@@ -77,6 +78,8 @@ impl NativeLoader {
         max_image_pixels: Option<u64>,
         resume: Option<String>,
         cuda_device: Option<usize>,
+        page_cache_dir: Option<String>,
+        page_cache_size: Option<u64>,
     ) -> PyResult<NativeLoader> {
         let order = match order {
             "SEQUENTIAL" => Order::Sequential,
@@ -90,12 +93,12 @@ impl NativeLoader {
             }
         };
         // Opened here (once: the builder takes it) to see the fields' types.
-        let reader = py
-            .detach(|| ffcv::format::Reader::open(&path))
-            .map_err(|e| errors::from_format(py, e))?;
-        let reader = std::sync::Arc::new(reader);
-        let mut b = Loader::builder(&path)
-            .reader(std::sync::Arc::clone(&reader))
+        let dataset = py
+            .detach(|| ffcv::Dataset::open_shards(&paths))
+            .map_err(|e| errors::from_ffcv(py, e))?;
+        let reader = std::sync::Arc::clone(&dataset.reader);
+        let mut b = Loader::builder(reader.path())
+            .dataset(dataset)
             .batch_size(batch_size)
             .num_workers(num_workers)
             .os_cache(os_cache)
@@ -132,6 +135,12 @@ impl NativeLoader {
         }
         if let Some(t) = reader_threads {
             b = b.reader_threads(t);
+        }
+        if let Some(dir) = page_cache_dir {
+            b = b.page_cache_dir(dir);
+        }
+        if let Some(bytes) = page_cache_size {
+            b = b.page_cache_size(bytes);
         }
         if let Some(n) = cuda_device {
             // gpu-stage copies every output to the device; batches carry a `GpuBatch`.

@@ -42,7 +42,7 @@ class Loader:
 
     def __init__(
         self,
-        path: str,
+        paths: List[str],
         batch_size: int,
         num_workers: int,
         os_cache: bool,
@@ -66,6 +66,8 @@ class Loader:
         max_image_pixels: Optional[int],
         resume: Optional[str] = None,
         cuda_device: Optional[int] = None,
+        page_cache_dir: Optional[str] = None,
+        page_cache_size: Optional[int] = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     @property

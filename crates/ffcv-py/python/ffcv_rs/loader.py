@@ -224,7 +224,12 @@ def _check_int(name: str, value: Any, low: int) -> int:
 
 
 class Loader:
-    """FFCV's loader over one ``.beton`` file.
+    """FFCV's loader over one ``.beton`` file, or several read as one.
+
+    ``fname`` is a path, a ``file://``, ``s3://`` or ``http(s)://`` URL, or a list of them:
+    shards with the same fields, read as one dataset whose sample ids are the
+    concatenation in the order given (an entry may be a glob pattern or an ``s3://``
+    prefix, which expand sorted; see ``docs/remote.md``).
 
     The positional and keyword arguments are FFCV's. ``pipelines`` maps field names to a
     list (a decoder, then transforms) or ``None`` to leave the field out; fields without
@@ -235,7 +240,9 @@ class Loader:
     may use), ``compile`` (False interprets pipelines), the process-cache knobs
     ``prefetch_ahead``, ``reader_threads``, ``direct_io``, ``retain_pages`` and
     ``hold_all_pages``, ``max_image_pixels`` (the largest decoded image area a sample may
-    claim; default 134,217,728), and ``rank`` / ``world_size`` to set the distributed share by hand.
+    claim; default 134,217,728), ``rank`` / ``world_size`` to set the distributed share by
+    hand, and ``page_cache_dir`` / ``page_cache_size`` (bytes, default 10 GiB) to keep a
+    remote dataset's pages on the local disk for later epochs and processes.
 
     ``gpu_stage``: when every output ends with ``ToDevice`` to one CUDA device, the copy is
     the Rust loader's GPU stage (gpu-stage: pinned slots, one stream per slot) and batches
@@ -247,7 +254,7 @@ class Loader:
 
     def __init__(
         self,
-        fname: str,
+        fname: Any,
         batch_size: int,
         num_workers: int = -1,
         os_cache: bool = True,
@@ -272,8 +279,26 @@ class Loader:
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
         gpu_stage: Optional[bool] = None,
+        page_cache_dir: Optional[Any] = None,
+        page_cache_size: Optional[int] = None,
     ):
-        fname = os.fspath(fname)
+        if isinstance(fname, (list, tuple)):
+            # Shards: several files (or URLs, patterns, s3:// prefixes) read as one.
+            names = [os.fspath(f) for f in fname]
+            if not names:
+                raise ValueError("fname: an empty list of shards")
+            fname = list(names)
+        else:
+            fname = os.fspath(fname)
+            names = [fname]
+        if page_cache_size is not None:
+            page_cache_size = _check_int("page_cache_size", page_cache_size, 1)
+            if page_cache_dir is None:
+                raise ValueError("page_cache_size needs page_cache_dir")
+        self._page_cache = {
+            "page_cache_dir": None if page_cache_dir is None else os.fspath(page_cache_dir),
+            "page_cache_size": page_cache_size,
+        }
         batch_size = _check_int("batch_size", batch_size, 1)
         num_workers = _check_int("num_workers", num_workers, -1)
         if num_workers == 0:
@@ -324,7 +349,7 @@ class Loader:
         # Kept so that load_state_dict can rebuild the native loader with a resume state
         # (the Rust LoaderBuilder takes the state as one more knob).
         self._native_args = (
-            fname, batch_size, num_workers, bool(os_cache), order.value, bool(distributed), r, w,
+            names, batch_size, num_workers, bool(os_cache), order.value, bool(distributed), r, w,
             seed, indices, native_pipelines, bool(drop_last), batches_ahead, bool(recompile),
             bool(compile), max_memory, prefetch_ahead, reader_threads, bool(direct_io),
             bool(retain_pages), bool(hold_all_pages),
@@ -382,7 +407,7 @@ class Loader:
             args[8] = None
         if cuda is not None:
             try:
-                native = _native.Loader(*args, resume, cuda_device=cuda)
+                native = _native.Loader(*args, resume, cuda_device=cuda, **self._page_cache)
                 self._cuda_device = cuda
                 return native
             except FFCVError as e:
@@ -392,7 +417,7 @@ class Loader:
                               "falls back to torch's tensor.to(device)", RuntimeWarning,
                               stacklevel=3)
         self._cuda_device = None
-        return _native.Loader(*args, resume)
+        return _native.Loader(*args, resume, **self._page_cache)
 
     @property
     def device(self) -> str:
