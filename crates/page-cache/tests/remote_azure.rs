@@ -12,10 +12,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use azurite::Azurite;
 use beton_io::{Reader, ReaderOptions};
 use page_cache::remote::{RemoteConfig, open_url};
 use page_cache::{CachePolicy, PageCache, PageSource, ProcessConfig, SourceKind};
-use azurite::Azurite;
 
 fn quick() -> RemoteConfig {
     RemoteConfig {

@@ -66,9 +66,9 @@ pub fn run(args: &DumpArgs) -> Result<()> {
     // A remote object: only the structure and the samples asked for are fetched.
     let dataset = ffcv::Dataset::open(&args.file)?;
     let num_samples = dataset.reader.num_samples();
-    let asked = args.start..args
-        .count
-        .map_or(num_samples, |c| args.start.saturating_add(c).min(num_samples));
+    let asked = args.start..args.count.map_or(num_samples, |c| {
+        args.start.saturating_add(c).min(num_samples)
+    });
     let reader = sparse::reader_for(dataset, asked)?;
     let selected = select_fields(&reader, args.fields.as_deref())?;
     if args.start > num_samples {

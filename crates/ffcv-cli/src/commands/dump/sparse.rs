@@ -34,24 +34,27 @@ pub fn reader_for(dataset: ffcv::Dataset, samples: Range<u64>) -> ffcv::Result<A
             .map(|r| r.ptr..r.ptr.saturating_add(r.size).min(len)),
     );
     let ranges = merge(wanted, MERGE_GAP);
-    let mut bytes = usize::try_from(len)
-        .ok()
-        .and_then(zeroed)
-        .ok_or_else(|| ffcv::Error::Config {
-            path: path.clone(),
-            reason: format!(
-                "cannot reserve address space for the {len}-byte remote object; copy it to a \
+    let mut bytes =
+        usize::try_from(len)
+            .ok()
+            .and_then(zeroed)
+            .ok_or_else(|| ffcv::Error::Config {
+                path: path.clone(),
+                reason: format!(
+                    "cannot reserve address space for the {len}-byte remote object; copy it to a \
                  local file first"
-            ),
-        })?;
+                ),
+            })?;
     for r in &ranges {
         // In bounds: every range was clipped to len, the buffer's length.
         let buf = &mut bytes[r.start as usize..r.end as usize];
-        source.read_at(r.start, buf).map_err(|e| ffcv::Error::Setup {
-            path: path.clone(),
-            what: "range read for dump",
-            source: e,
-        })?;
+        source
+            .read_at(r.start, buf)
+            .map_err(|e| ffcv::Error::Setup {
+                path: path.clone(),
+                what: "range read for dump",
+                source: e,
+            })?;
     }
     tracing::debug!(
         url = %path.display(),
