@@ -113,19 +113,30 @@ impl Drop for DelayProxy {
     }
 }
 
-/// Counts `\r\n\r\n` in a stream given in pieces (a match may span two pieces).
+/// Counts `\r\n\r\n` in a stream given in pieces (a match may span two pieces; matches
+/// do not overlap): `matched` is how much of the pattern the bytes so far end with.
 struct HeaderEnds {
-    tail: Vec<u8>,
+    matched: usize,
 }
 
 impl HeaderEnds {
     fn count(&mut self, chunk: &[u8]) -> u64 {
-        let mut joined = std::mem::take(&mut self.tail);
-        joined.extend_from_slice(chunk);
-        let n = joined.windows(4).filter(|w| w == b"\r\n\r\n").count() as u64;
-        // Three bytes can start a match completed by the next piece, never a whole one.
-        let keep = joined.len().min(3);
-        self.tail = joined[joined.len() - keep..].to_vec();
+        const END: &[u8; 4] = b"\r\n\r\n";
+        let mut n = 0;
+        for &b in chunk {
+            self.matched = if b == END[self.matched] {
+                self.matched + 1
+            } else if b == b'\r' {
+                // A mismatch can still start the pattern again.
+                1
+            } else {
+                0
+            };
+            if self.matched == END.len() {
+                n += 1;
+                self.matched = 0;
+            }
+        }
         n
     }
 }
@@ -172,7 +183,7 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: &Atomi
             }
             let _ = client_out.shutdown(Shutdown::Write);
         });
-    let mut ends = HeaderEnds { tail: Vec::new() };
+    let mut ends = HeaderEnds { matched: 0 };
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match client_in.read(&mut buf) {
@@ -204,7 +215,7 @@ mod tests {
 
     #[test]
     fn header_ends_are_counted_across_pieces() {
-        let mut h = HeaderEnds { tail: Vec::new() };
+        let mut h = HeaderEnds { matched: 0 };
         assert_eq!(h.count(b"GET / HTTP/1.1\r\nA: b\r\n\r"), 0);
         assert_eq!(h.count(b"\nGET /x HTTP/1.1\r\n\r\n"), 2);
         assert_eq!(h.count(b"\r\n"), 0);

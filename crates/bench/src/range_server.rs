@@ -50,7 +50,13 @@ impl RangeServer {
                         let _ = std::thread::Builder::new()
                             .name("range-server-conn".into())
                             .spawn(move || {
+                                let shut = conn.try_clone();
                                 let _ = serve(conn, &files);
+                                // The listener keeps a clone to shut on drop; close the
+                                // connection now, so the client sees its end.
+                                if let Ok(s) = shut {
+                                    let _ = s.shutdown(Shutdown::Both);
+                                }
                             });
                     }
                 })?

@@ -533,24 +533,6 @@ fn humantime(d: Duration) -> String {
     format!("{}ms", d.as_millis().max(1))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::part_ranges;
-
-    #[test]
-    fn parts_tile_the_range_in_nearly_equal_lengths() {
-        assert_eq!(part_ranges(10, 20, 8 << 20), vec![10..20]);
-        let parts = part_ranges(0, (8 << 20) + 3, 2 << 20);
-        assert_eq!(parts.len(), 5);
-        assert_eq!(parts[0], 0..1_677_723);
-        assert_eq!(parts.last().unwrap().end, (8 << 20) + 3);
-        assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
-        let lens: Vec<u64> = parts.iter().map(|r| r.end - r.start).collect();
-        assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
-        // Never below the floor: 1 MiB in 1-byte parts is 16 parts of 64 KiB.
-        assert_eq!(part_ranges(0, 1 << 20, 1).len(), 16);
-    }
-}
 
 /// Opens the `.beton` object at `url`: pins it ([`ObjectSource::open`]), then reads and
 /// validates its structure by range requests ([`Reader::open_ranges`]). The reader names
@@ -568,4 +550,23 @@ pub fn open_url(
     let mut read = |start: u64, end: u64| source.read_range(start, end);
     let reader = Reader::open_ranges(url, source.len(), &mut read, options)?;
     Ok((reader, Arc::new(source)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_ranges;
+
+    #[test]
+    fn parts_tile_the_range_in_nearly_equal_lengths() {
+        assert_eq!(part_ranges(10, 20, 8 << 20), vec![10..20]);
+        let parts = part_ranges(0, (8 << 20) + 3, 2 << 20);
+        assert_eq!(parts.len(), 5);
+        assert_eq!(parts[0], 0..1_677_723);
+        assert_eq!(parts.last().unwrap().end, (8 << 20) + 3);
+        assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
+        let lens: Vec<u64> = parts.iter().map(|r| r.end - r.start).collect();
+        assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
+        // Never below the floor: 1 MiB in 1-byte parts is 16 parts of 64 KiB.
+        assert_eq!(part_ranges(0, 1 << 20, 1).len(), 16);
+    }
 }

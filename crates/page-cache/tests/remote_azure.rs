@@ -6,16 +6,16 @@
 
 #![cfg(feature = "remote")]
 
+mod azurite;
 mod common;
-mod servers;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use azurite::Azurite;
 use beton_io::{Reader, ReaderOptions};
 use page_cache::remote::{RemoteConfig, open_url};
 use page_cache::{CachePolicy, PageCache, PageSource, ProcessConfig, SourceKind};
-use servers::Azurite;
 
 fn quick() -> RemoteConfig {
     RemoteConfig {
@@ -77,13 +77,13 @@ fn read_url(url: &str, local: &Reader, after_first: impl FnOnce()) -> Option<Str
 
 #[test]
 fn http_dates_are_rfc_1123() {
-    assert_eq!(servers::http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+    assert_eq!(azurite::http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
     assert_eq!(
-        servers::http_date(1_796_126_400),
+        azurite::http_date(1_796_126_400),
         "Tue, 01 Dec 2026 12:00:00 GMT"
     );
     assert_eq!(
-        servers::http_date(951_782_400 + 86_399),
+        azurite::http_date(951_782_400 + 86_399),
         "Tue, 29 Feb 2000 23:59:59 GMT"
     );
 }
