@@ -533,7 +533,6 @@ fn humantime(d: Duration) -> String {
     format!("{}ms", d.as_millis().max(1))
 }
 
-
 /// Opens the `.beton` object at `url`: pins it ([`ObjectSource::open`]), then reads and
 /// validates its structure by range requests ([`Reader::open_ranges`]). The reader names
 /// the URL in every error; its data is read through the returned source.
