@@ -1,6 +1,7 @@
 //! `ffcv write … --shards N`: N files named `OUT-0000k-of-0000N.beton`, each valid alone,
 //! whose samples in name order are the single-file write's; the same bytes on every run
-//! with one thread per shard; bad counts are usage errors (exit 2).
+//! with one thread per shard; read back as one dataset they dump as the single file; bad
+//! counts are usage errors (exit 2).
 
 mod support;
 
@@ -87,6 +88,13 @@ fn synthetic_shards_concatenate_to_the_single_file_and_repeat_byte_for_byte() {
     }
     let first = shard_names(&first_dir, "train", 4);
     assert_concatenation_equals(&first, &single);
+    // Read back as one dataset (a pattern), the shards dump as the single file does.
+    let pattern = format!("{}/train-*-of-00004.beton", first_dir.display());
+    let set = ffcv(["dump", pattern.as_str()]);
+    let one = ffcv(["dump", single.to_str().unwrap()]);
+    assert_eq!(set.code, Some(0), "{}", set.stderr);
+    assert_eq!(set.stdout.lines().count(), 50);
+    assert!(set.stdout == one.stdout, "the set dumps as the single file");
     for (a, b) in first.iter().zip(shard_names(&second_dir, "train", 4)) {
         assert!(
             std::fs::read(a).unwrap() == std::fs::read(&b).unwrap(),

@@ -417,12 +417,9 @@ fn http_shards_behind_the_disk_cache_read_their_pages_from_disk_the_second_time(
     assert_eq!(data_gets(&before), 0, "every page came from the disk cache");
     // A local shard pins nothing, so a set with one cannot be cached on disk.
     let mixed = vec![shards[0].clone(), urls[1].clone(), urls[2].clone()];
-    let err = cached(&mixed)
-        .batch_size(16)
-        .os_cache(false)
-        .build()
-        .err()
-        .expect("refused");
+    let Err(err) = cached(&mixed).batch_size(16).os_cache(false).build() else {
+        panic!("a set with a local shard behind the disk cache was not refused");
+    };
     let text = err.to_string();
     assert!(text.contains("nothing pins its bytes"), "{text}");
 }
