@@ -5,11 +5,15 @@
 
 #![allow(dead_code)]
 
+#[path = "../servers/spawned.rs"]
+mod spawned;
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use spawned::Spawned;
 
 /// How long a request waits on its socket before giving up.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(10);
@@ -17,7 +21,7 @@ const SOCKET_TIMEOUT: Duration = Duration::from_secs(10);
 /// Azurite's blob service (the Azure Storage emulator, a Node.js program) on loopback,
 /// in memory; stopped (killed and reaped) on drop.
 pub struct Azurite {
-    child: Child,
+    _server: Spawned,
     /// `http://127.0.0.1:PORT/devstoreaccount1`, what `AZURITE_BLOB_STORAGE_URL` names
     /// without the account.
     pub endpoint: String,
@@ -76,45 +80,31 @@ impl Azurite {
     /// Starts the blob service on a free loopback port and waits (at most 30 s) until it
     /// answers; `Err` says why it could not (the caller skips its test with that message).
     pub fn start() -> Result<Azurite, String> {
-        let exe = azurite_candidates()
-            .into_iter()
-            .find(|p| p.is_file())
-            .ok_or("azurite-blob not found (set FFCV_AZURITE, or npm install --prefix target/azurite azurite)")?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let child = Command::new(&exe)
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-            .args([
-                "--inMemoryPersistence",
-                "--silent",
-                "--skipApiVersionCheck",
-                "--loose",
-                "--disableTelemetry",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut azurite = Azurite {
-            child,
+        let server = Spawned::start(
+            azurite_candidates(),
+            "azurite-blob not found (set FFCV_AZURITE, or npm install --prefix target/azurite azurite)",
+            |port| {
+                let mut args = vec!["--blobHost".into(), "127.0.0.1".into(), "--blobPort".into()];
+                args.push(port.to_string());
+                args.extend(
+                    [
+                        "--inMemoryPersistence",
+                        "--silent",
+                        "--skipApiVersionCheck",
+                        "--loose",
+                        "--disableTelemetry",
+                    ]
+                    .map(String::from),
+                );
+                args
+            },
+        )?;
+        let addr = server.addr;
+        Ok(Azurite {
+            _server: server,
             endpoint: format!("http://{addr}"),
             addr,
-        };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = azurite.child.try_wait() {
-                return Err(format!("{} exited at start: {status}", exe.display()));
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(azurite);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(format!("{} did not answer within 30 s", exe.display()))
+        })
     }
 
     /// Creates `container` (if new) and uploads `bytes` as the block blob `name`.
@@ -208,12 +198,5 @@ impl Azurite {
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
         Ok((code, text))
-    }
-}
-
-impl Drop for Azurite {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -7,14 +7,17 @@
 
 #![allow(dead_code)]
 
+mod spawned;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub use spawned::Spawned;
 
 /// How long a server or proxy waits on one socket before giving up on it.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(10);
@@ -411,7 +414,7 @@ fn proxy(mut client: TcpStream, upstream: SocketAddr, fault: Fault) {
 
 /// A moto S3 server on loopback, stopped (killed and reaped) on drop.
 pub struct Moto {
-    child: Child,
+    _server: Spawned,
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,
     /// The port.
@@ -437,38 +440,24 @@ impl Moto {
     /// Starts moto on a free loopback port and waits (at most 30 s) until it answers;
     /// `Err` says why it could not (the caller skips its test with that message).
     pub fn start() -> Result<Moto, String> {
-        let exe = moto_candidates()
-            .into_iter()
-            .find(|p| p.is_file())
-            .ok_or("moto_server not found (set FFCV_MOTO_SERVER, or pip install 'moto[server]')")?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let child = Command::new(&exe)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut moto = Moto {
-            child,
+        let server = Spawned::start(
+            moto_candidates(),
+            "moto_server not found (set FFCV_MOTO_SERVER, or pip install 'moto[server]')",
+            |port| {
+                vec![
+                    "-H".into(),
+                    "127.0.0.1".into(),
+                    "-p".into(),
+                    port.to_string(),
+                ]
+            },
+        )?;
+        let addr = server.addr;
+        Ok(Moto {
+            _server: server,
             endpoint: format!("http://{addr}"),
             addr,
-        };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                return Err(format!("{} exited at start: {status}", exe.display()));
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(moto);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(format!("{} did not answer within 30 s", exe.display()))
+        })
     }
 
     /// Creates `bucket` (if new) and uploads `bytes` as `key`.
@@ -507,12 +496,5 @@ impl Moto {
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
         Ok((code, text))
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
