@@ -9,77 +9,52 @@
 //! client's bytes: the range `GET`s and `HEAD`s it carries have no body).
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::loopback::Loopback;
 
 /// The proxy; stopped on drop (its listener closes and every connection is shut down).
 pub struct DelayProxy {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    listener: Loopback,
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-    acceptor: Option<JoinHandle<()>>,
 }
 
 impl DelayProxy {
     /// Listens on a free loopback port and forwards each connection to `upstream`, the
     /// client's bytes `delay` late.
     pub fn start(upstream: SocketAddr, delay: Duration) -> io::Result<DelayProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
         let connections = Arc::new(AtomicU64::new(0));
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let acceptor = {
-            let (stop, requests, connections, open) = (
-                Arc::clone(&stop),
-                Arc::clone(&requests),
-                Arc::clone(&connections),
-                Arc::clone(&open),
-            );
-            std::thread::Builder::new()
-                .name("delay-proxy".into())
-                .spawn(move || {
-                    for client in listener.incoming() {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let Ok(client) = client else { continue };
-                        let Ok(server) = TcpStream::connect(upstream) else {
-                            continue;
-                        };
-                        connections.fetch_add(1, Ordering::Relaxed);
-                        if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
-                            let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
-                            open.push(c);
-                            open.push(s);
-                        }
-                        let requests = Arc::clone(&requests);
-                        let _ = std::thread::Builder::new()
-                            .name("delay-proxy-conn".into())
-                            .spawn(move || relay(client, server, delay, &requests));
-                    }
-                })?
+        let listener = {
+            let (requests, connections) = (Arc::clone(&requests), Arc::clone(&connections));
+            Loopback::start("delay-proxy", move |client, open| {
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                connections.fetch_add(1, Ordering::Relaxed);
+                open.track(&client);
+                open.track(&server);
+                let requests = Arc::clone(&requests);
+                let _ = std::thread::Builder::new()
+                    .name("delay-proxy-conn".into())
+                    .spawn(move || relay(client, server, delay, &requests));
+            })?
         };
         Ok(DelayProxy {
-            addr,
-            stop,
+            listener,
             requests,
             connections,
-            open,
-            acceptor: Some(acceptor),
         })
     }
 
     /// The address clients connect to.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listener.addr()
     }
 
     /// Requests forwarded so far.
@@ -90,26 +65,6 @@ impl DelayProxy {
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for DelayProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wakes the acceptor, which then sees `stop`.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
-        // Ends every relay: their reads and writes fail once the sockets are shut.
-        for s in self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            let _ = s.shutdown(Shutdown::Both);
-        }
     }
 }
 
@@ -212,6 +167,7 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration, requests: &Atomi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     #[test]
     fn header_ends_are_counted_across_pieces() {

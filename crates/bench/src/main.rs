@@ -14,6 +14,7 @@ mod datasets;
 mod delay_proxy;
 mod jit;
 mod loader_matrix;
+mod loopback;
 mod page_cache;
 mod plot;
 mod range_server;

@@ -9,87 +9,43 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::Arc;
+
+use crate::loopback::Loopback;
 
 /// The server; stopped on drop.
 pub struct RangeServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-    acceptor: Option<JoinHandle<()>>,
+    listener: Loopback,
 }
 
 impl RangeServer {
     /// Serves each `(name, path)` as `/NAME` on a free loopback port.
     pub fn start(files: Vec<(String, PathBuf)>) -> io::Result<RangeServer> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let open = Arc::new(Mutex::new(Vec::new()));
         let files = Arc::new(files);
-        let acceptor = {
-            let (stop, open) = (Arc::clone(&stop), Arc::clone(&open));
-            std::thread::Builder::new()
-                .name("range-server".into())
+        let listener = Loopback::start("range-server", move |conn, open| {
+            open.track(&conn);
+            let files = Arc::clone(&files);
+            let _ = std::thread::Builder::new()
+                .name("range-server-conn".into())
                 .spawn(move || {
-                    for conn in listener.incoming() {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let Ok(conn) = conn else { continue };
-                        if let Ok(c) = conn.try_clone() {
-                            open.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-                        }
-                        let files = Arc::clone(&files);
-                        let _ = std::thread::Builder::new()
-                            .name("range-server-conn".into())
-                            .spawn(move || {
-                                let shut = conn.try_clone();
-                                let _ = serve(conn, &files);
-                                // The listener keeps a clone to shut on drop; close the
-                                // connection now, so the client sees its end.
-                                if let Ok(s) = shut {
-                                    let _ = s.shutdown(Shutdown::Both);
-                                }
-                            });
+                    let shut = conn.try_clone();
+                    let _ = serve(conn, &files);
+                    // The listener keeps a clone to shut on drop; close the connection
+                    // now, so the client sees its end.
+                    if let Ok(s) = shut {
+                        let _ = s.shutdown(Shutdown::Both);
                     }
-                })?
-        };
-        Ok(RangeServer {
-            addr,
-            stop,
-            open,
-            acceptor: Some(acceptor),
-        })
+                });
+        })?;
+        Ok(RangeServer { listener })
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for RangeServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
-        for s in self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        self.listener.addr()
     }
 }
 
