@@ -14,6 +14,7 @@ use std::cell::RefCell;
 
 use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
+use rand_pcg::Pcg64;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 use rgb_image::{JpegFrame, PixelMap, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
@@ -108,13 +109,12 @@ pub fn check_stored_image(
     Ok(())
 }
 
-/// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
-fn decode_with(
-    kind: &RgbDecoderKind,
+/// Checks one sample's stored image and runs `decode` on the thread's kernel with its
+/// mode, width, height and the sample's rng: the part [`decode_with`] and
+/// [`decode_mapped_with`] share.
+fn with_kernel(
     input: &SampleInput<'_>,
-    out: &mut [u8],
-    out_h: u32,
-    out_w: u32,
+    decode: impl FnOnce(&mut RgbDecoderKernel, u8, u16, u16, &mut Pcg64) -> rgb_image::Result<()>,
 ) -> Result<(), String> {
     let (mode, width, height) = input
         .image_header()
@@ -125,11 +125,22 @@ fn decode_with(
         let mut kernel = kernel
             .try_borrow_mut()
             .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
-        kernel
-            .decode_sample(
-                kind, mode, width, height, input.data, &mut rng, out, out_h, out_w,
-            )
-            .map_err(|e| e.to_string())
+        decode(&mut kernel, mode, width, height, &mut rng).map_err(|e| e.to_string())
+    })
+}
+
+/// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
+fn decode_with(
+    kind: &RgbDecoderKind,
+    input: &SampleInput<'_>,
+    out: &mut [u8],
+    out_h: u32,
+    out_w: u32,
+) -> Result<(), String> {
+    with_kernel(input, |kernel, mode, width, height, rng| {
+        kernel.decode_sample(
+            kind, mode, width, height, input.data, rng, out, out_h, out_w,
+        )
     })
 }
 
@@ -143,21 +154,11 @@ pub(super) fn decode_mapped_with(
     map: &PixelMap,
     flip: impl FnOnce() -> bool,
 ) -> Result<(), String> {
-    let (mode, width, height) = input
-        .image_header()
-        .ok_or("metadata too short for an RGBImageField")?;
-    check_stored_image(input.data, mode, height, width, input.max_image_pixels)?;
-    let mut rng = sample_rng(input.seed);
-    let flip = flip();
-    KERNEL.with(|kernel| {
-        let mut kernel = kernel
-            .try_borrow_mut()
-            .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
-        kernel
-            .decode_sample_mapped(
-                kind, mode, width, height, input.data, &mut rng, out, out_h, out_w, map, flip,
-            )
-            .map_err(|e| e.to_string())
+    with_kernel(input, |kernel, mode, width, height, rng| {
+        let flip = flip();
+        kernel.decode_sample_mapped(
+            kind, mode, width, height, input.data, rng, out, out_h, out_w, map, flip,
+        )
     })
 }
 
