@@ -143,6 +143,10 @@ fn idct_ifast_body(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usiz
     }
 }
 
+/// The zero run [`Huffman::fast_ac`] gives the end-of-block code (real
+/// runs are 0..=15).
+const EOB_RUN: u8 = 0xFF;
+
 /// Bits of lookahead in the Huffman tables' direct lookups.
 const FAST_BITS: u32 = 11;
 const FAST_SIZE: usize = 1 << FAST_BITS;
@@ -156,11 +160,12 @@ pub(super) struct Huffman {
     defined: bool,
     /// `(code length, symbol)` for every prefix; length 0 = slow path.
     fast: [(u8, u8); FAST_SIZE],
-    /// For AC tables: every prefix that holds a whole non-zero
-    /// coefficient (its run/size code and its `size` value bits) as
-    /// `(extended value, zero run, bits used)`; 0 bits = use `fast`. For
-    /// DC tables: every prefix that holds a whole difference (its size
-    /// code and value bits) as `(difference, 0, bits used)`.
+    /// For AC tables: every prefix that holds a whole coefficient (its
+    /// run/size code and its `size` value bits) as `(extended value, zero
+    /// run, bits used)`, a run of 16 zeros as `(0, 15, bits)` and the end
+    /// of block as `(0, EOB_RUN, bits)`; 0 bits = use `fast`. For DC
+    /// tables: every prefix that holds a whole difference (its size code
+    /// and value bits) as `(difference, 0, bits used)`.
     fast_ac: [(i16, u8, u8); FAST_SIZE],
     /// The DHT counts and symbols the tables hold (`built_len` bytes).
     built_from: [u8; 16 + 256],
@@ -235,11 +240,16 @@ impl Huffman {
             let (run, size) = if dc {
                 // A DC symbol is the difference's size alone (0 included).
                 (0, u32::from(rs))
+            } else if rs & 15 == 0 {
+                // No value bits: a run of 16 zeros (ZRL, stored as a zero
+                // after 15), or the end of the block (libjpeg reads every
+                // other size-0 symbol as EOB too).
+                (if rs >> 4 == 15 { 15 } else { EOB_RUN }, 0)
             } else {
                 (rs >> 4, u32::from(rs & 15))
             };
             let used = u32::from(len) + size;
-            *slot = if len > 0 && (size > 0 || dc) && used <= FAST_BITS {
+            *slot = if len > 0 && used <= FAST_BITS {
                 let v = (prefix as u32 >> (FAST_BITS - used)) & ((1 << size) - 1);
                 (extend(v, size) as i16, run, used as u8)
             } else {
@@ -345,9 +355,48 @@ impl<'a> Bits<'a> {
         v
     }
 
-    /// The next [`FAST_BITS`] bits as a lookup-table index.
-    fn peek_fast(&mut self) -> usize {
-        (self.peek(16) >> (16 - FAST_BITS)) as usize
+    /// Makes at least `n` bits (`n <= 57`) available to [`Self::lookahead`]
+    /// and [`Self::take`]: a refill tops the buffer up to 57 or more bits
+    /// (zeros past the data, counted as padding).
+    #[inline(always)]
+    fn ensure(&mut self, n: u32) {
+        if self.nbits < n {
+            self.fill();
+        }
+    }
+
+    /// The next [`FAST_BITS`] buffered bits as a lookup-table index.
+    #[inline(always)]
+    fn lookahead(&self) -> usize {
+        (self.acc >> (64 - FAST_BITS)) as usize
+    }
+
+    /// Takes `n` (1..=32) buffered bits; the caller has [`Self::ensure`]d them.
+    #[inline(always)]
+    fn take(&mut self, n: u32) -> u32 {
+        let v = (self.acc >> (64 - n)) as u32;
+        self.consume(n);
+        v
+    }
+
+    /// Decodes a symbol of `h` whose first [`FAST_BITS`] bits are `prefix`
+    /// ([`Self::lookahead`]) with 16 or more bits buffered: the fast table,
+    /// else the canonical codes of 12 to 16 bits.
+    #[inline(always)]
+    fn decode_buffered(
+        &mut self,
+        h: &Huffman,
+        prefix: usize,
+    ) -> std::result::Result<u8, &'static str> {
+        let (len, sym) = h.fast[prefix];
+        if len > 0 {
+            self.consume(u32::from(len));
+            return Ok(sym);
+        }
+        // By value, not `&mut self`: the bit buffer stays in registers.
+        let (len, sym) = decode_long(h, (self.acc >> 48) as u32)?;
+        self.consume(len);
+        Ok(sym)
     }
 
     pub(super) fn decode(&mut self, h: &Huffman) -> std::result::Result<u8, &'static str> {
@@ -396,9 +445,31 @@ impl<'a> Bits<'a> {
     }
 }
 
+/// A code longer than [`FAST_BITS`] from the next 16 bits `p`: its length
+/// and symbol.
+#[cold]
+fn decode_long(h: &Huffman, p: u32) -> std::result::Result<(u32, u8), &'static str> {
+    for len in FAST_BITS + 1..=16 {
+        let code = (p >> (16 - len)) as i32;
+        if code <= h.maxcode[len as usize] {
+            let idx = code + h.valoffset[len as usize];
+            let sym = h.symbols.get(idx as usize).ok_or("bad Huffman code")?;
+            return Ok((len, *sym));
+        }
+    }
+    Err("bad Huffman code")
+}
+
 /// Decodes one block's AC coefficients (zig-zag positions 1..64) into
 /// `coef` (natural order; the caller zeroed it) when `STORE`, or only steps
 /// over them; returns whether any was non-zero.
+///
+/// The loop is the decoder's hot path (a third of a photo's decode). Per
+/// coefficient it makes one lookup in [`Huffman::fast_ac`], which holds the
+/// whole coefficient (code, value bits, run) for most codes of a photo, the
+/// end of block too; anything else takes [`Huffman::fast`]'s code length and
+/// symbol from the same prefix and reads the value bits after it without a
+/// second refill test (see [`Bits::ensure`]).
 #[inline(always)]
 pub(super) fn decode_ac<const STORE: bool>(
     bits: &mut Bits<'_>,
@@ -406,37 +477,83 @@ pub(super) fn decode_ac<const STORE: bool>(
     coef: &mut [i16; 64],
 ) -> std::result::Result<bool, &'static str> {
     let mut z = 1usize;
-    let mut any_ac = false;
-    while z < 64 {
-        let (value, run, used) = act.fast_ac[bits.peek_fast()];
+    loop {
+        bits.ensure(FAST_BITS);
+        let prefix = bits.lookahead();
+        let (value, run, used) = act.fast_ac[prefix];
         if used > 0 {
-            // Run, size and value bits in one lookup.
             bits.consume(u32::from(used));
+            if run == EOB_RUN {
+                break;
+            }
+            // Run, size and value bits in one lookup.
             z += usize::from(run);
             if STORE {
-                any_ac = true;
                 coef[NATURAL_ORDER[z]] = value;
             }
             z += 1;
-            continue;
-        }
-        let rs = bits.decode(act)?;
-        let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
-        if s != 0 {
-            z += r;
-            let v = extend(bits.bits(s), s) as i16;
-            if STORE {
-                any_ac = true;
-                coef[NATURAL_ORDER[z]] = v;
-            }
-        } else if r != 15 {
-            break;
         } else {
-            z += 15;
+            // A code plus value bits is at most 16 + 15 bits: with 32
+            // buffered, neither the code nor the value needs a refill.
+            bits.ensure(32);
+            let rs = bits.decode_buffered(act, prefix)?;
+            let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+            if s != 0 {
+                z += r;
+                let v = extend_nonzero(bits.take(s), s) as i16;
+                if STORE {
+                    coef[NATURAL_ORDER[z]] = v;
+                }
+            } else if r != 15 {
+                break;
+            } else {
+                z += 15;
+            }
+            z += 1;
         }
-        z += 1;
+        if z >= 64 {
+            break;
+        }
     }
-    Ok(any_ac)
+    // Every step past position 1 read a coefficient or a run of 16 zeros;
+    // a block with only zero runs takes the full IDCT, which gives the same
+    // pixels as the DC-only shortcut.
+    Ok(z > 1)
+}
+
+/// Decodes a DC difference (its size code and value bits) with `dct`.
+#[inline(always)]
+pub(super) fn decode_dc(
+    bits: &mut Bits<'_>,
+    dct: &Huffman,
+) -> std::result::Result<i32, &'static str> {
+    bits.ensure(FAST_BITS);
+    let prefix = bits.lookahead();
+    let (v, _, used) = dct.fast_ac[prefix];
+    if used > 0 {
+        bits.consume(u32::from(used));
+        return Ok(i32::from(v));
+    }
+    // Up to 16 code bits plus 16 value bits.
+    bits.ensure(32);
+    let t = u32::from(bits.decode_buffered(dct, prefix)?);
+    if t > 16 {
+        return Err("bad DC coefficient size");
+    }
+    Ok(if t == 0 {
+        0
+    } else {
+        extend_nonzero(bits.take(t), t)
+    })
+}
+
+/// [`extend`] for `s` in `1..=16`, without branches (libjpeg's
+/// `HUFF_EXTEND`): `v` below `2^(s-1)` stands for `v - 2^s + 1`.
+#[inline(always)]
+fn extend_nonzero(v: u32, s: u32) -> i32 {
+    let v = v as i32;
+    let below = (v - (1 << (s - 1))) >> 31;
+    v + (below & ((-1i32 << s) + 1))
 }
 
 pub(super) fn extend(v: u32, s: u32) -> i32 {
@@ -767,8 +884,56 @@ impl TurboDecoder {
         Ok(Outcome::Decoded(height as u32, width as u32))
     }
 
+    /// Decodes one scan (see [`Self::decode_scan_body`]), compiled for BMI2
+    /// where the CPU has it: the bit buffer's variable shifts, on the
+    /// entropy decoder's critical path, become one-cycle `shlx`/`shrx`.
     #[allow(clippy::too_many_arguments)]
     fn decode_scan(
+        &mut self,
+        jpeg: &[u8],
+        start: usize,
+        comps: &[Component],
+        scan: &[(usize, usize, usize)],
+        qt: &[[i32; 64]; 4],
+        size: (usize, usize, usize, usize),
+        restart_interval: usize,
+        region: &Region,
+    ) -> Result<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa != Isa::Scalar && std::arch::is_x86_feature_detected!("bmi2") {
+            // SAFETY: the CPU has BMI2 (checked just above), all that
+            // `decode_scan_bmi2` enables.
+            return unsafe {
+                self.decode_scan_bmi2(jpeg, start, comps, scan, qt, size, restart_interval, region)
+            };
+        }
+        self.decode_scan_body(jpeg, start, comps, scan, qt, size, restart_interval, region)
+    }
+
+    /// [`Self::decode_scan_body`] compiled with BMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi2")]
+    #[allow(clippy::too_many_arguments)]
+    fn decode_scan_bmi2(
+        &mut self,
+        jpeg: &[u8],
+        start: usize,
+        comps: &[Component],
+        scan: &[(usize, usize, usize)],
+        qt: &[[i32; 64]; 4],
+        size: (usize, usize, usize, usize),
+        restart_interval: usize,
+        region: &Region,
+    ) -> Result<usize> {
+        self.decode_scan_body(jpeg, start, comps, scan, qt, size, restart_interval, region)
+    }
+
+    /// Decodes one scan's MCUs into the planes: the DC and AC coefficients
+    /// of every block, and the IDCT of the blocks `region` needs; returns
+    /// the position after the last byte read.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn decode_scan_body(
         &mut self,
         jpeg: &[u8],
         start: usize,
@@ -834,17 +999,7 @@ impl TurboDecoder {
                         let y0 = (my * bv + by) * 8;
                         let needed =
                             x0 < cols.1 && x0 + 8 > cols.0 && y0 < rows.1 && y0 + 8 > rows.0;
-                        let (v, _, used) = dct.fast_ac[bits.peek_fast()];
-                        let diff = if used > 0 {
-                            bits.consume(u32::from(used));
-                            i32::from(v)
-                        } else {
-                            let t = u32::from(bits.decode(dct).map_err(err)?);
-                            if t > 16 {
-                                return Err(err("bad DC coefficient size"));
-                            }
-                            extend(bits.bits(t), t)
-                        };
+                        let diff = decode_dc(&mut bits, dct).map_err(err)?;
                         pred[si] = pred[si].wrapping_add(diff);
                         if !needed {
                             // Only the bit position and the DC prediction
