@@ -148,7 +148,7 @@ fn idct_ifast_body(coef: &[i16; 64], q: &[i32; 64], out: &mut [u8], stride: usiz
 const EOB_RUN: u8 = 0xFF;
 
 /// Bits of lookahead in the Huffman tables' direct lookups.
-const FAST_BITS: u32 = 11;
+const FAST_BITS: u32 = 10;
 const FAST_SIZE: usize = 1 << FAST_BITS;
 
 /// A Huffman table in canonical form plus a [`FAST_BITS`] lookahead, stored
@@ -163,9 +163,10 @@ pub(super) struct Huffman {
     /// For AC tables: every prefix that holds a whole coefficient (its
     /// run/size code and its `size` value bits) as `(extended value, zero
     /// run, bits used)`, a run of 16 zeros as `(0, 15, bits)` and the end
-    /// of block as `(0, EOB_RUN, bits)`; 0 bits = use `fast`. For DC
-    /// tables: every prefix that holds a whole difference (its size code
-    /// and value bits) as `(difference, 0, bits used)`.
+    /// of block as `(0, EOB_RUN, bits)`. For DC tables: every prefix that
+    /// holds a whole difference (its size code and value bits) as
+    /// `(difference, 0, bits used)`. Other prefixes: `(pack_code(fast's
+    /// entry), 0, 0)`.
     fast_ac: [(i16, u8, u8); FAST_SIZE],
     /// The DHT counts and symbols the tables hold (`built_len` bytes).
     built_from: [u8; 16 + 256],
@@ -253,7 +254,9 @@ impl Huffman {
                 let v = (prefix as u32 >> (FAST_BITS - used)) & ((1 << size) - 1);
                 (extend(v, size) as i16, run, used as u8)
             } else {
-                (0, 0, 0)
+                // The code alone (length 0: longer than FAST_BITS), so that
+                // one load serves both paths.
+                (pack_code(len, rs), 0, 0)
             };
         }
         self.built_from[..16].copy_from_slice(counts);
@@ -379,18 +382,15 @@ impl<'a> Bits<'a> {
         v
     }
 
-    /// Decodes a symbol of `h` whose first [`FAST_BITS`] bits are `prefix`
-    /// ([`Self::lookahead`]) with 16 or more bits buffered: the fast table,
-    /// else the canonical codes of 12 to 16 bits.
+    /// Decodes a symbol of `h` from its [`Huffman::fast_ac`] entry `packed`
+    /// when that entry holds no whole coefficient (the code's length and
+    /// symbol, length 0 for a code longer than [`FAST_BITS`]), with 16 or
+    /// more bits buffered.
     #[inline(always)]
-    fn decode_buffered(
-        &mut self,
-        h: &Huffman,
-        prefix: usize,
-    ) -> std::result::Result<u8, &'static str> {
-        let (len, sym) = h.fast[prefix];
+    fn decode_packed(&mut self, h: &Huffman, packed: i16) -> std::result::Result<u8, &'static str> {
+        let (len, sym) = unpack_code(packed);
         if len > 0 {
-            self.consume(u32::from(len));
+            self.consume(len);
             return Ok(sym);
         }
         // By value, not `&mut self`: the bit buffer stays in registers.
@@ -445,6 +445,19 @@ impl<'a> Bits<'a> {
     }
 }
 
+/// A [`Huffman::fast`] entry `(code length, symbol)` as the first field of
+/// a [`Huffman::fast_ac`] entry that holds no whole coefficient.
+fn pack_code(len: u8, sym: u8) -> i16 {
+    (u16::from(sym) << 8 | u16::from(len)) as i16
+}
+
+/// [`pack_code`]'s inverse: `(code length, symbol)`.
+#[inline(always)]
+fn unpack_code(packed: i16) -> (u32, u8) {
+    let p = packed as u16;
+    (u32::from(p & 0xFF), (p >> 8) as u8)
+}
+
 /// A code longer than [`FAST_BITS`] from the next 16 bits `p`: its length
 /// and symbol.
 #[cold]
@@ -496,7 +509,7 @@ pub(super) fn decode_ac<const STORE: bool>(
             // A code plus value bits is at most 16 + 15 bits: with 32
             // buffered, neither the code nor the value needs a refill.
             bits.ensure(32);
-            let rs = bits.decode_buffered(act, prefix)?;
+            let rs = bits.decode_packed(act, value)?;
             let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
             if s != 0 {
                 z += r;
@@ -536,7 +549,7 @@ pub(super) fn decode_dc(
     }
     // Up to 16 code bits plus 16 value bits.
     bits.ensure(32);
-    let t = u32::from(bits.decode_buffered(dct, prefix)?);
+    let t = u32::from(bits.decode_packed(dct, v)?);
     if t > 16 {
         return Err("bad DC coefficient size");
     }
