@@ -1322,3 +1322,111 @@ pub(super) fn h2v2_fancy(
         edge(i, dst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The entropy decoder's symbol rules on hand-made streams: what the
+    //! one-lookup table, the packed partial entries and the long codes must
+    //! all read as libjpeg does.
+
+    use super::{Bits, Huffman, decode_ac, decode_dc};
+
+    /// Packs a string of '0'/'1' into entropy-coded bytes (1-padded, with a
+    /// zero stuffed after each 0xFF, as an encoder writes them).
+    fn stream(bits: &str) -> Vec<u8> {
+        let mut padded: Vec<u8> = bits.bytes().map(|b| b - b'0').collect();
+        while !padded.len().is_multiple_of(8) {
+            padded.push(1);
+        }
+        let mut out = Vec::new();
+        for byte in padded.chunks(8) {
+            let b = byte.iter().fold(0u8, |acc, &bit| acc << 1 | bit);
+            out.push(b);
+            if b == 0xFF {
+                out.push(0);
+            }
+        }
+        out
+    }
+
+    /// An AC table whose codes are 00 EOB, 01 (0/1), 100 ZRL, 101 (1/0),
+    /// 110 (0/10: code and value bits overflow the lookahead) and the
+    /// 12-bit 1110_0000_0000 (2/1: longer than the lookahead).
+    fn ac_table() -> Huffman {
+        let mut counts = [0u8; 16];
+        counts[1] = 2;
+        counts[2] = 3;
+        counts[11] = 1;
+        let mut h = Huffman::default();
+        h.set(&counts, &[0x00, 0x01, 0xF0, 0x10, 0x0A, 0x21], false)
+            .unwrap();
+        h
+    }
+
+    #[test]
+    fn ac_symbols_decode_as_libjpeg_reads_them() {
+        let h = ac_table();
+        // Block 1: +1 at 1, 16 zeros, 512 at 18, run 2 then -1 at 21, then
+        // (1/0), which libjpeg reads as the end of block. Block 2: EOB.
+        // Then a sentinel byte.
+        let bits = "011".to_owned()
+            + "100"
+            + "1101000000000"
+            + "1110000000000"
+            + "101"
+            + "00"
+            + "10110011";
+        let data = stream(&bits);
+        for store in [true, false] {
+            let mut b = Bits::new(&data, 0);
+            let mut coef = [0i16; 64];
+            let any = if store {
+                decode_ac::<true>(&mut b, &h, &mut coef)
+            } else {
+                decode_ac::<false>(&mut b, &h, &mut coef)
+            };
+            assert_eq!(any, Ok(true));
+            let mut expected = [0i16; 64];
+            if store {
+                // Zig-zag 1, 18, 21 are natural 1, 26, 48.
+                expected[1] = 1;
+                expected[26] = 512;
+                expected[48] = -1;
+            }
+            assert_eq!(coef, expected, "store {store}");
+            let mut empty = [0i16; 64];
+            assert_eq!(decode_ac::<true>(&mut b, &h, &mut empty), Ok(false));
+            assert_eq!(empty, [0; 64]);
+            assert_eq!(b.bits(8), 0b1011_0011, "store {store}: bits out of step");
+            assert!(!b.overran());
+        }
+    }
+
+    #[test]
+    fn an_unknown_ac_code_is_an_error() {
+        let h = ac_table();
+        // 1111_1111_1111_1111 is no code of the table (stuffed as 0xFF 0x00).
+        let data = stream("1111111111111111");
+        let mut coef = [0i16; 64];
+        let got = decode_ac::<true>(&mut Bits::new(&data, 0), &h, &mut coef);
+        assert_eq!(got, Err("bad Huffman code"));
+    }
+
+    #[test]
+    fn dc_differences_decode_through_both_paths() {
+        // Codes: 0 (size 0), 10 (size 9: 11 bits with its value, past the
+        // lookahead), 110 (size 17: not a DC size).
+        let mut counts = [0u8; 16];
+        counts[0] = 1;
+        counts[1] = 1;
+        counts[2] = 1;
+        let mut h = Huffman::default();
+        h.set(&counts, &[0, 9, 17], true).unwrap();
+        let data = stream(&("0".to_owned() + "10000000000" + "10111111111" + "110"));
+        let mut b = Bits::new(&data, 0);
+        assert_eq!(decode_dc(&mut b, &h), Ok(0));
+        assert_eq!(decode_dc(&mut b, &h), Ok(-511));
+        assert_eq!(decode_dc(&mut b, &h), Ok(511));
+        assert_eq!(decode_dc(&mut b, &h), Err("bad DC coefficient size"));
+    }
+}
