@@ -464,17 +464,18 @@ impl Gen<'_, '_> {
         let mut starts = Vec::with_capacity(offs.len() / 4);
         for q in offs.chunks(4) {
             let (lo, hi) = (*q.iter().min()?, *q.iter().max()?);
-            // Any start in `hi - 15 ..= lo` inside the span covers the four lanes: one
-            // already loaded (another channel of the same pixels) is reused.
-            let first = (hi - 15).max(min);
+            // A load already emitted in this body (another channel of the same pixels)
+            // that covers the four lanes is reused: it stayed inside its own lanes' span.
+            // Otherwise a new load starts in `hi - 15 ..= lo` inside this span.
+            if let Some(p) = (hi - 15..=lo).find(|&p| self.memo.contains_key(&(7, addr, p))) {
+                starts.push(p);
+                continue;
+            }
             let last = lo.min(end - 16);
-            if first > last {
+            if (hi - 15).max(min) > last {
                 return None;
             }
-            let p = (first..=last)
-                .find(|&p| self.memo.contains_key(&(7, addr, p)))
-                .unwrap_or(last);
-            starts.push(p);
+            starts.push(last);
         }
         let mut flags = MemFlagsData::new().with_notrap();
         if seg.in_readonly {
