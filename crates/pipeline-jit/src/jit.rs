@@ -42,6 +42,7 @@ use crate::plan::{Plan, Segment};
 use crate::state::ElemType;
 
 mod affine;
+mod affine16;
 mod simd;
 pub use simd::{set_vector_code, vector_code};
 
@@ -292,6 +293,8 @@ fn build(plan: &Plan, module: &mut JITModule) -> Result<Built> {
             tables: &mut tables,
             table_ids: HashMap::new(),
             affine: HashMap::new(),
+            shifted: HashMap::new(),
+            lines16: HashMap::new(),
             ptr,
         };
         let mut input_buf = 0usize;
@@ -631,6 +634,11 @@ struct Gen<'a, 't> {
     /// Per `u8`-indexed `f32` table (by address): its exact arithmetic form, if it has
     /// one, and the address of its coefficients (`[a_hi, b_hi, a_lo, b_lo]` per row).
     affine: HashMap<usize, Option<(Vec<affine::Affine>, i64)>>,
+    /// The same in the shifted form ([`affine::Shifted`]; `[c, a_hi, a_lo, e]` per row),
+    /// used on hosts with FMA.
+    shifted: HashMap<usize, Option<(Vec<affine::Shifted>, i64)>>,
+    /// The same for `u8`-indexed binary16 tables ([`affine16`]; `[c, a, e]` per row).
+    lines16: HashMap<usize, Option<(Vec<affine16::Line16>, i64)>>,
     ptr: Type,
 }
 
@@ -795,13 +803,10 @@ impl Gen<'_, '_> {
             return;
         }
         let size = seg.expr.size().max(1);
-        // Vector groups along the innermost axis; binary16 stays scalar (its conversions
-        // are integer sequences per element, see `half.rs`).
-        let vector = simd::vector_code()
-            && rank > 0
-            && shape[rank - 1] >= simd::LANES
-            && seg.out_dtype != ElemType::F16
-            && seg.in_dtype != ElemType::F16;
+        // Vector groups along the innermost axis. Binary16 lanes are vector loads, stores
+        // and shuffles, and a normalize table becomes arithmetic (`affine16`); its other
+        // conversions and arithmetic are the scalar sequences of `half.rs`, gathered.
+        let vector = simd::vector_code() && rank > 0 && shape[rank - 1] >= simd::LANES;
         // A vector group is emitted once for 16 elements, so small outer axes (channels)
         // can be unrolled over more elements: their table rows become constants and the
         // channels of one pixel share its loads.

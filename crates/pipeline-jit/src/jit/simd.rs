@@ -6,9 +6,15 @@
 //! vector instructions: IEEE `fadd`/`fsub`/`fmul`/`fdiv`/`fmin`/`fmax` (the same operation
 //! per lane, in the same order, no fusing), wrapping integer add/sub/mul, integer min/max,
 //! and the conversions `u8 -> i32 -> f32` (exact widening, then the same `fcvt_from_sint`).
-//! Everything else (data-dependent table lookups, per-lane conditions, f16, narrowing casts)
-//! is emitted by the scalar code once per lane and gathered into a vector with
-//! `insertlane`, so the vector path computes bit for bit what the scalar path does.
+//! `u8`-indexed `f32` and binary16 tables (FFCV's normalize lookup tables) become
+//! arithmetic that the code generator has checked, for all 256 inputs of every row, to
+//! give the table's bits ([`super::affine`], [`super::affine16`]); their `u8` lanes are
+//! read straight into `f32` lanes holding `32768 + x` by one byte shuffle per four lanes
+//! where they come from the input (`magic_floats`). Everything else (data-dependent table
+//! lookups, per-lane conditions, binary16 arithmetic and conversions, narrowing casts) is
+//! emitted by the scalar code once per lane and gathered into a vector with `insertlane`,
+//! so the vector path computes bit for bit what the scalar path does. Binary16 lanes are
+//! `I16X8` registers of their bits.
 //!
 //! Loads: when the 16 lanes of an input read share one runtime address and differ by
 //! constant offsets (a contiguous row, a flipped row, a stride-3 HWC channel), the bytes are
@@ -137,6 +143,11 @@ impl Gen<'_, '_> {
                 {
                     return (regs, ElemType::F32);
                 }
+                if *t == ElemType::F16
+                    && let Some(regs) = self.line16_table(lanes, bits, i)
+                {
+                    return (regs, ElemType::F16);
+                }
                 let hi = bits.len() as i64 - 1;
                 let ivs: Vec<IV> = lanes.iter().map(|el| self.clamped(el, i, 0, hi)).collect();
                 if ivs.iter().all(|iv| matches!(iv, IV::C(_))) {
@@ -220,14 +231,15 @@ impl Gen<'_, '_> {
         }
     }
 
-    /// `table[x * rows + j]` for a `u8` value `x` and a row `j` common to all lanes, as
-    /// the arithmetic of [`super::affine`] when the table has an exact one.
-    fn affine_table(
+    /// For a table index `x * rows + j` with a `u8` value `x` and a row `j` that is the
+    /// same for every lane and provably in `0..rows` (so no clamping happens): `x`, the
+    /// row count and the row.
+    fn uniform_row<'e>(
         &mut self,
         lanes: &[Elem<'_>],
-        bits: &std::sync::Arc<[u64]>,
-        i: &Index,
-    ) -> Option<Vec<Value>> {
+        len: usize,
+        i: &'e Index,
+    ) -> Option<(&'e Expr, usize, IV)> {
         let seg = lanes[0].seg;
         let Index::Add(a, j) = i else { return None };
         let Index::Mul(x, k) = &**a else { return None };
@@ -235,11 +247,9 @@ impl Gen<'_, '_> {
             return None;
         };
         let rows = usize::try_from(*rows).ok()?;
-        if x.dtype(seg.in_dtype).ok()? != ElemType::U8 || bits.len() != 256 * rows {
+        if x.dtype(seg.in_dtype).ok()? != ElemType::U8 || len != 256 * rows {
             return None;
         }
-        // The row must be provably in `0..rows` (then no clamping happens) and the same
-        // for every lane.
         for el in lanes {
             let (lo, hi) = self.range(el, j)?;
             if lo < 0 || hi >= rows as i64 {
@@ -252,10 +262,270 @@ impl Gen<'_, '_> {
             (IV::V(v, k), IV::V(w, l)) => v == w && k == l,
             _ => false,
         });
-        if !uniform {
+        uniform.then_some((&**x, rows, ivs[0]))
+    }
+
+    /// The coefficients of row `row` of a table stored at `base` as `n` `f32`s per row:
+    /// each one splatted into an `F32X4` (constants for a constant row, loads otherwise).
+    fn row_coefs(&mut self, row: IV, base: i64, consts: Option<&[f32]>, n: i64) -> Vec<Value> {
+        match (row, consts) {
+            (IV::C(_), Some(cs)) => cs
+                .iter()
+                .map(|c| self.vconsts(ElemType::F32, &[u64::from(c.to_bits()); 4])[0])
+                .collect(),
+            (IV::V(v, k), _) => {
+                let off = self.imul_c(v, 4 * n);
+                let addr = self.iadd_c(off, base);
+                let flags = MemFlagsData::new()
+                    .with_notrap()
+                    .with_readonly()
+                    .with_can_move();
+                (0..n)
+                    .map(|c| {
+                        let (a, o) = self.split_offset(addr, k.wrapping_mul(4 * n) + 4 * c);
+                        let s = self.b.ins().load(types::F32, flags, a, o);
+                        self.b.ins().splat(types::F32X4, s)
+                    })
+                    .collect()
+            }
+            (IV::C(_), None) => unreachable!("constant rows come with their coefficients"),
+        }
+    }
+
+    /// `table[x * rows + j]` of a binary16 table, as the arithmetic of
+    /// [`super::affine16`] when the table has an exact one.
+    fn line16_table(
+        &mut self,
+        lanes: &[Elem<'_>],
+        bits: &std::sync::Arc<[u64]>,
+        i: &Index,
+    ) -> Option<Vec<Value>> {
+        let (x, rows, row) = self.uniform_row(lanes, bits.len(), i)?;
+        let key = bits.as_ptr() as usize;
+        if !self.lines16.contains_key(&key) {
+            let fit = super::affine16::fit_table16(bits, rows, host_fma()).map(|rows| {
+                let mut bytes = Vec::with_capacity(rows.len() * 12);
+                for r in &rows {
+                    for c in [r.c, r.a, r.e] {
+                        bytes.extend_from_slice(&c.to_ne_bytes());
+                    }
+                }
+                let bytes = bytes.into_boxed_slice();
+                let base = bytes.as_ptr() as i64;
+                self.tables.push(bytes);
+                (rows, base)
+            });
+            tracing::debug!(rows, exact = fit.is_some(), "u8 -> f16 table as arithmetic");
+            self.lines16.insert(key, fit);
+        }
+        let (coefs, base) = self.lines16[&key].clone()?;
+        let consts = match row {
+            IV::C(r) => {
+                let f = coefs[r as usize];
+                Some([f.c, f.a, f.e])
+            }
+            IV::V(..) => None,
+        };
+        let k = self.row_coefs(row, base, consts.as_ref().map(|c| &c[..]), 3);
+        let fs = self.biased_input(lanes, x);
+        let bias = self.vconsts(ElemType::I32, &[u64::from(super::affine16::BIAS16); 4])[0];
+        let floor = self.vconsts(ElemType::I32, &[u64::from(super::affine16::FLOOR16); 4])[0];
+        let [m_lo, m_hi] = super::affine16::MADD16.map(u64::from);
+        let madd = self.vconsts(
+            ElemType::F16,
+            &[m_lo, m_hi, m_lo, m_hi, m_lo, m_hi, m_lo, m_hi],
+        );
+        let halves = fs
+            .into_iter()
+            .map(|f| {
+                let w = self.b.ins().fsub(f, k[0]);
+                let y = if host_fma() {
+                    self.b.ins().fma(w, k[1], k[2])
+                } else {
+                    let p = self.b.ins().fmul(w, k[1]);
+                    self.b.ins().fadd(p, k[2])
+                };
+                let mut u = self.b.ins().bitcast(types::I32X4, vflags(), y);
+                if coefs[0].clamp {
+                    u = self.b.ins().umax(u, floor);
+                }
+                let t = self.b.ins().iadd(u, bias);
+                let t = self.b.ins().ushr_imm_s(t, 13);
+                // `pmaddwd`: low half * 1 + high half * 8192, per 32-bit lane.
+                let t = self.b.ins().bitcast(types::I16X8, vflags(), t);
+                let lo = self.b.ins().swiden_low(t);
+                let hi = self.b.ins().swiden_high(t);
+                let mlo = self.b.ins().swiden_low(madd[0]);
+                let mhi = self.b.ins().swiden_high(madd[0]);
+                let p = self.b.ins().imul(lo, mlo);
+                let q = self.b.ins().imul(hi, mhi);
+                self.b.ins().iadd_pairwise(p, q)
+            })
+            .collect::<Vec<_>>();
+        let regs = (0..2)
+            .map(|h| self.b.ins().unarrow(halves[2 * h], halves[2 * h + 1]))
+            .collect();
+        Some(regs)
+    }
+
+    /// The table as [`super::affine::Shifted`] forms (hosts with FMA), if it has them.
+    fn shifted_table(
+        &mut self,
+        lanes: &[Elem<'_>],
+        bits: &std::sync::Arc<[u64]>,
+        x: &Expr,
+        rows: usize,
+        row: IV,
+    ) -> Option<Vec<Value>> {
+        let key = bits.as_ptr() as usize;
+        if !self.shifted.contains_key(&key) {
+            let fit = super::affine::fit_shifted(bits, rows).map(|rows| {
+                let mut bytes = Vec::with_capacity(rows.len() * 16);
+                for r in &rows {
+                    for c in [r.c, r.a_hi, r.a_lo, r.e] {
+                        bytes.extend_from_slice(&c.to_ne_bytes());
+                    }
+                }
+                let bytes = bytes.into_boxed_slice();
+                let base = bytes.as_ptr() as i64;
+                self.tables.push(bytes);
+                (rows, base)
+            });
+            tracing::debug!(
+                rows,
+                exact = fit.is_some(),
+                "u8 -> f32 table as shifted form"
+            );
+            self.shifted.insert(key, fit);
+        }
+        let (coefs, base) = self.shifted[&key].clone()?;
+        let consts = match row {
+            IV::C(r) => {
+                let f = coefs[r as usize];
+                Some([f.c, f.a_hi, f.a_lo, f.e])
+            }
+            IV::V(..) => None,
+        };
+        let k = self.row_coefs(row, base, consts.as_ref().map(|c| &c[..]), 4);
+        let fs = self.biased_input(lanes, x);
+        let regs = fs
+            .into_iter()
+            .map(|f| {
+                let w = self.b.ins().fsub(f, k[0]);
+                let inner = self.b.ins().fma(f, k[2], k[3]);
+                self.b.ins().fma(w, k[1], inner)
+            })
+            .collect();
+        Some(regs)
+    }
+
+    /// `32768 + x` for the sixteen `u8` lanes `x`, as four `F32X4` registers (exact):
+    /// from [`Self::magic_floats`] when `x` is read straight from the input, converted and
+    /// added otherwise.
+    fn biased_input(&mut self, lanes: &[Elem<'_>], x: &Expr) -> Vec<Value> {
+        if let Some(fs) = self.magic_floats(lanes, x) {
+            return fs;
+        }
+        let (xv, _) = self.vexpr(lanes, x);
+        let ints = self.widen_u8_to_i32(xv[0]);
+        let bias = self.vconsts(ElemType::F32, &[u64::from(32768f32.to_bits()); 4])[0];
+        ints.into_iter()
+            .map(|r| {
+                let v = self.b.ins().fcvt_from_sint(types::F32X4, r);
+                self.b.ins().fadd(v, bias)
+            })
+            .collect()
+    }
+
+    /// For `u8` input lanes read at constant offsets from one runtime address: four
+    /// `F32X4` registers whose lanes are `32768 + x` (bits `0x4700_xx00`, see
+    /// [`super::affine::MAGIC`]), each one shuffle of a 16-byte load inside the lanes'
+    /// span with a constant holding the exponent byte; `None` when the lanes do not share
+    /// an address, their span is shorter than a load, or four lanes do not fit one load.
+    fn magic_floats(&mut self, lanes: &[Elem<'_>], x: &Expr) -> Option<Vec<Value>> {
+        let seg = lanes[0].seg;
+        let Expr::Input(cs) = x else { return None };
+        if seg.in_dtype != ElemType::U8 {
             return None;
         }
+        let addrs: Vec<(Value, i64)> = lanes.iter().map(|el| self.input_addr(el, cs)).collect();
+        let addr = addrs[0].0;
+        if addrs.iter().any(|a| a.0 != addr) {
+            return None;
+        }
+        let offs: Vec<i64> = addrs.iter().map(|a| a.1).collect();
+        let min = *offs.iter().min()?;
+        let end = offs.iter().max()?.checked_add(1)?;
+        if end.checked_sub(min)? < 16 {
+            return None;
+        }
+        // Each load starts at its four lanes' first byte, or ends at the span's end: it
+        // stays between two lane addresses (inside the buffer), as `vload`'s do.
+        let mut starts = Vec::with_capacity(offs.len() / 4);
+        for q in offs.chunks(4) {
+            let (lo, hi) = (*q.iter().min()?, *q.iter().max()?);
+            // A load already emitted in this body (another channel of the same pixels)
+            // that covers the four lanes is reused: it stayed inside its own lanes' span.
+            // Otherwise a new load starts in `hi - 15 ..= lo` inside this span.
+            if let Some(p) = (hi - 15..=lo).find(|&p| self.memo.contains_key(&(7, addr, p))) {
+                starts.push(p);
+                continue;
+            }
+            let last = lo.min(end - 16);
+            if (hi - 15).max(min) > last {
+                return None;
+            }
+            starts.push(last);
+        }
+        let mut flags = MemFlagsData::new().with_notrap();
+        if seg.in_readonly {
+            flags = flags.with_readonly().with_can_move();
+        }
+        let mut k = vec![0u8; 16];
+        k[1] = (super::affine::MAGIC >> 24) as u8;
+        let kc = self.b.func.dfg.constants.insert(ConstantData::from(k));
+        let kv = self.b.ins().vconst(types::I8X16, kc);
+        let regs = offs
+            .chunks(4)
+            .zip(starts)
+            .map(|(q, p)| {
+                let ld = match self.memo.get(&(7, addr, p)) {
+                    Some(&v) => v,
+                    None => {
+                        let (a, o) = self.split_offset(addr, p);
+                        let v = self.b.ins().load(types::I8X16, flags, a, o);
+                        self.memo.insert((7, addr, p), v);
+                        v
+                    }
+                };
+                // Lane bytes, little-endian: 0, x, 0, the exponent byte.
+                let mut mask = [16u8; 16];
+                for (l, &o) in q.iter().enumerate() {
+                    mask[4 * l + 1] = (o - p) as u8;
+                    mask[4 * l + 3] = 17;
+                }
+                let s = self.shuffle(ld, kv, &mask);
+                self.b.ins().bitcast(types::F32X4, vflags(), s)
+            })
+            .collect();
+        Some(regs)
+    }
+
+    /// `table[x * rows + j]` for a `u8` value `x` and a row `j` common to all lanes, as
+    /// the arithmetic of [`super::affine`] when the table has an exact one.
+    fn affine_table(
+        &mut self,
+        lanes: &[Elem<'_>],
+        bits: &std::sync::Arc<[u64]>,
+        i: &Index,
+    ) -> Option<Vec<Value>> {
+        let (x, rows, row) = self.uniform_row(lanes, bits.len(), i)?;
         let key = bits.as_ptr() as usize;
+        if host_fma()
+            && let Some(regs) = self.shifted_table(lanes, bits, x, rows, row)
+        {
+            return Some(regs);
+        }
         if !self.affine.contains_key(&key) {
             let fit = super::affine::fit_table(bits, rows, host_fma()).map(|rows| {
                 let mut bytes = Vec::with_capacity(rows.len() * 16);
@@ -273,30 +543,14 @@ impl Gen<'_, '_> {
             self.affine.insert(key, fit);
         }
         let (coefs, base) = self.affine[&key].clone()?;
-        let splats: Vec<Value> = match ivs[0] {
+        let consts = match row {
             IV::C(r) => {
                 let f = coefs[r as usize];
-                [f.a_hi, f.b_hi, f.a_lo, f.b_lo]
-                    .into_iter()
-                    .map(|c| self.vconsts(ElemType::F32, &[u64::from(c.to_bits()); 4])[0])
-                    .collect()
+                Some([f.a_hi, f.b_hi, f.a_lo, f.b_lo])
             }
-            IV::V(v, k) => {
-                let off = self.imul_c(v, 16);
-                let addr = self.iadd_c(off, base);
-                let flags = MemFlagsData::new()
-                    .with_notrap()
-                    .with_readonly()
-                    .with_can_move();
-                (0..4)
-                    .map(|c| {
-                        let (a, o) = self.split_offset(addr, k.wrapping_mul(16) + 4 * c);
-                        let s = self.b.ins().load(types::F32, flags, a, o);
-                        self.b.ins().splat(types::F32X4, s)
-                    })
-                    .collect()
-            }
+            IV::V(..) => None,
         };
+        let splats = self.row_coefs(row, base, consts.as_ref().map(|c| &c[..]), 4);
         let (xv, _) = self.vexpr(lanes, x);
         let ints = self.widen_u8_to_i32(xv[0]);
         let regs = ints
