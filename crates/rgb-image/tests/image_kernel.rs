@@ -141,3 +141,136 @@ fn bad_metadata_and_payloads_are_errors() {
     // The kernel still works after the errors.
     assert!(call(&cc, mode, w, h, data, 32, 32).is_ok());
 }
+
+/// The scikit-image photos (4:2:0, and `rocket` 4:4:4) with their sizes.
+fn photos() -> Vec<(String, Vec<u8>, u16, u16)> {
+    [
+        "astronaut",
+        "chelsea",
+        "coffee",
+        "rocket",
+        "chelsea_progressive",
+    ]
+    .iter()
+    .map(|name| {
+        let path = format!(
+            "{}/tests/data/photos/{name}.jpg",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let jpeg = std::fs::read(&path).unwrap();
+        let frame = rgb_image::JpegFrame::find(&jpeg).unwrap();
+        let (h, w) = (frame.height, frame.width);
+        (name.to_string(), jpeg, h, w)
+    })
+    .collect()
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let sq: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x.abs_diff(y)).powi(2))
+        .sum();
+    10.0 * (255.0f64.powi(2) * a.len() as f64 / sq).log10()
+}
+
+/// One photo through a kernel with the option `dct` at `out x out`, the generator seeded
+/// by `seed`.
+fn decode_photo(
+    kernel: &mut RgbDecoderKernel,
+    dct: bool,
+    kind: &RgbDecoderKind,
+    (jpeg, h, w): (&[u8], u16, u16),
+    seed: u64,
+    out: u32,
+) -> Vec<u8> {
+    kernel.set_dct_downscale(dct);
+    let mut pixels = vec![0u8; (out * out * 3) as usize];
+    let mut rng = Pcg64Mcg::seed_from_u64(seed);
+    kernel
+        .decode_sample(kind, 0, w, h, jpeg, &mut rng, &mut pixels, out, out)
+        .unwrap();
+    pixels
+}
+
+#[test]
+fn dct_downscale_stays_close_to_the_exact_output() {
+    let mut kernel = RgbDecoderKernel::new();
+    let center = RgbDecoderKind::CenterCrop { ratio: 0.875 };
+    let random = RgbDecoderKind::RandomResizedCrop(RandomResizedCrop::default());
+    for (name, jpeg, h, w) in photos().iter().filter(|p| p.0 != "chelsea_progressive") {
+        let img = (jpeg.as_slice(), *h, *w);
+        // Centre crops of these photos are at least 262 px: 1/2 scale at 112, 1/4 at 64.
+        for (kind, out, seed) in [(&center, 112, 0), (&center, 64, 0), (&random, 64, 3)] {
+            let exact = decode_photo(&mut kernel, false, kind, img, seed, out);
+            let fast = decode_photo(&mut kernel, true, kind, img, seed, out);
+            let db = psnr(&exact, &fast);
+            // Reduced (the pixels moved) yet close: the bench photos' worst image is 22 dB.
+            assert!(exact != fast, "{name} {out}: the option did not apply");
+            assert!(db > 25.0, "{name} {kind:?} {out}: PSNR {db:.2} dB");
+            // Deterministic: the same sample again gives the same pixels.
+            assert_eq!(fast, decode_photo(&mut kernel, true, kind, img, seed, out));
+        }
+    }
+}
+
+#[test]
+fn dct_downscale_changes_nothing_where_it_does_not_apply() {
+    let mut kernel = RgbDecoderKernel::new();
+    let center = RgbDecoderKind::CenterCrop { ratio: 0.875 };
+    for (name, jpeg, h, w) in photos() {
+        let img = (jpeg.as_slice(), h, w);
+        // A 224 output of a crop under 448 px: no reduction keeps 224, so the exact path.
+        let exact = decode_photo(&mut kernel, false, &center, img, 0, 224);
+        assert_eq!(
+            exact,
+            decode_photo(&mut kernel, true, &center, img, 0, 224),
+            "{name}"
+        );
+    }
+    // A progressive JPEG has no baseline decode here: exact even where a crop would reduce.
+    let (_, jpeg, h, w) = photos().pop().unwrap();
+    let img = (jpeg.as_slice(), h, w);
+    let exact = decode_photo(&mut kernel, false, &center, img, 0, 64);
+    assert_eq!(exact, decode_photo(&mut kernel, true, &center, img, 0, 64));
+    // Off again after on: FFCV's pixels (the fixture tests above pin those).
+    assert!(!RgbDecoderKernel::new().dct_downscale());
+}
+
+#[test]
+fn dct_downscale_does_not_depend_on_the_thread_count() {
+    let photos = photos();
+    let random = RgbDecoderKind::RandomResizedCrop(RandomResizedCrop::default());
+    let jobs: Vec<(usize, u64)> = (0..photos.len())
+        .flat_map(|p| (0..6u64).map(move |s| (p, s)))
+        .collect();
+    let run = |job: &(usize, u64), kernel: &mut RgbDecoderKernel| {
+        let (_, jpeg, h, w) = &photos[job.0];
+        decode_photo(kernel, true, &random, (jpeg, *h, *w), job.1, 48)
+    };
+    let mut one = RgbDecoderKernel::new();
+    let serial: Vec<Vec<u8>> = jobs.iter().map(|j| run(j, &mut one)).collect();
+    // Four threads, each its own kernel, taking every fourth job from the back.
+    let mut parallel = vec![Vec::new(); jobs.len()];
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (jobs, run) = (&jobs, &run);
+                s.spawn(move || {
+                    let mut kernel = RgbDecoderKernel::new();
+                    (0..jobs.len())
+                        .rev()
+                        .filter(|k| k % 4 == t)
+                        .map(|k| (k, run(&jobs[k], &mut kernel)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (k, px) in h.join().unwrap() {
+                parallel[k] = px;
+            }
+        }
+    });
+    assert_eq!(serial, parallel);
+}
