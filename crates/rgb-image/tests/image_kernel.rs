@@ -201,20 +201,22 @@ fn dct_downscale_stays_close_to_the_exact_output() {
     for (name, jpeg, h, w) in photos().iter().filter(|p| p.0 != "chelsea_progressive") {
         let img = (jpeg.as_slice(), *h, *w);
         // Centre crops of these photos are at least 262 px: 1/2 scale at 112, 1/4 at 64,
-        // 1/8 at 24.
+        // 1/8 at 24. Bounds about 2 dB under the lowest photo's (32.3, 32.1, 23.1 and 37.2
+        // dB): at 1/8 a reduced pixel is 8 source pixels, so the crop's rounding to it
+        // (up to half of one per edge) shows most.
         let cases = [
-            (&center, 112, 0),
-            (&center, 64, 0),
-            (&center, 24, 0),
-            (&random, 64, 3),
+            (&center, 112, 0, 30.0),
+            (&center, 64, 0, 30.0),
+            (&center, 24, 0, 21.0),
+            (&random, 64, 3, 35.0),
         ];
-        for (kind, out, seed) in cases {
+        for (kind, out, seed, bound) in cases {
             let exact = decode_photo(&mut kernel, false, kind, img, seed, out);
             let fast = decode_photo(&mut kernel, true, kind, img, seed, out);
             let db = psnr(&exact, &fast);
-            // Reduced (the pixels moved) yet close: the bench photos' worst image is 22 dB.
+            // Reduced (the pixels moved) yet close.
             assert!(exact != fast, "{name} {out}: the option did not apply");
-            assert!(db > 25.0, "{name} {kind:?} {out}: PSNR {db:.2} dB");
+            assert!(db > bound, "{name} {kind:?} {out}: PSNR {db:.2} dB");
             // Deterministic: the same sample again gives the same pixels.
             assert_eq!(fast, decode_photo(&mut kernel, true, kind, img, seed, out));
         }
