@@ -283,3 +283,35 @@ fn dct_downscale_does_not_depend_on_the_thread_count() {
     });
     assert_eq!(serial, parallel);
 }
+
+#[test]
+fn dct_downscale_reports_damaged_jpegs_without_panicking() {
+    let center = RgbDecoderKind::CenterCrop { ratio: 0.875 };
+    let mut kernel = RgbDecoderKernel::new();
+    kernel.set_dct_downscale(true);
+    let mut out = vec![0u8; 32 * 32 * 3];
+    let mut state = 1u64;
+    for (name, jpeg, h, w) in photos().iter().take(4) {
+        for k in 0..40usize {
+            let mut bad = jpeg.clone();
+            // Truncations, and runs of overwritten bytes past the headers.
+            if k % 2 == 0 {
+                bad.truncate(jpeg.len() * (k + 1) / 42);
+            } else {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let at = 600 + (state >> 33) as usize % (jpeg.len() - 700);
+                for b in &mut bad[at..at + 16] {
+                    *b ^= (state >> 20) as u8;
+                }
+            }
+            let mut rng = Pcg64Mcg::seed_from_u64(0);
+            // An error or some pixels, never a panic or an out-of-bounds write.
+            let _ = kernel.decode_sample(&center, 0, *w, *h, &bad, &mut rng, &mut out, 32, 32);
+        }
+        // The kernel still decodes the intact photo afterwards.
+        let mut rng = Pcg64Mcg::seed_from_u64(0);
+        kernel
+            .decode_sample(&center, 0, *w, *h, jpeg, &mut rng, &mut out, 32, 32)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
