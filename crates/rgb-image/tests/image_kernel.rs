@@ -3,6 +3,7 @@
 //! over JPEGs reproduce the recorded loader outputs exactly.
 
 mod image_support;
+mod image_variants;
 
 use beton_io::{FieldMetadata, Reader};
 use image_support::{FIXTURES, b64};
@@ -313,5 +314,36 @@ fn dct_downscale_reports_damaged_jpegs_without_panicking() {
         kernel
             .decode_sample(&center, 0, *w, *h, jpeg, &mut rng, &mut out, 32, 32)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn dct_downscale_handles_every_baseline_layout() {
+    let center = RgbDecoderKind::CenterCrop { ratio: 0.875 };
+    let mut kernel = RgbDecoderKernel::new();
+    let mut reduced = Vec::new();
+    for v in image_variants::variants() {
+        // The layouts the loader's decoder reads (the folder also holds CMYK and YCCK,
+        // which only the writer's source reader takes).
+        let layouts = ["444", "422", "440", "411", "gray", "restart", "progressive"];
+        if !layouts.iter().any(|l| v.name == format!("coffee_{l}.jpg")) {
+            continue;
+        }
+        let frame = rgb_image::JpegFrame::find(&v.bytes).unwrap();
+        let img = (v.bytes.as_slice(), frame.height, frame.width);
+        let exact = decode_photo(&mut kernel, false, &center, img, 0, 64);
+        let fast = decode_photo(&mut kernel, true, &center, img, 0, 64);
+        if exact != fast {
+            let db = psnr(&exact, &fast);
+            // coffee at 4:2:0 gives 34 dB here.
+            assert!(db > 30.0, "{}: PSNR {db:.2} dB", v.name);
+            reduced.push(v.name);
+        }
+    }
+    // 4:4:4, 4:2:2 and 4:4:0 chroma, grayscale and restart markers all take the reduced
+    // path (4:1:1 and progressive files have no baseline decode here: exact).
+    for name in ["444", "422", "440", "gray", "restart"] {
+        let want = format!("coffee_{name}.jpg");
+        assert!(reduced.contains(&want), "{want} not reduced: {reduced:?}");
     }
 }
