@@ -234,6 +234,14 @@ fn usage_errors_exit_2() {
     for args in [
         vec!["bench", f, "--decoder", "index"],
         vec!["bench", f, "--decoder", "index=jpeg-magic"],
+        // `dct-scale` is for the crop decoders, and only as the last parameter.
+        vec!["bench", f, "--decoder", "index=simple:dct-scale"],
+        vec![
+            "bench",
+            f,
+            "--decoder",
+            "index=center-crop:8x8:dct-scale:0.5",
+        ],
         vec!["bench", f, "--batch-size", "0"],
         vec!["bench", f, "--max-memory", "12 parsecs"],
         vec!["bench", f, "--rank", "1"],
@@ -279,6 +287,9 @@ fn transforms_run_on_the_named_field_after_its_decoder() {
         "image=chw,convert:f32",
     ]);
     assert_eq!(cropped.json()["samples_per_epoch"], 48);
+    // The opt-in DCT-domain downscaling parses and runs (raw images: the exact path).
+    let dct = bench(&["--decoder", "image=center-crop:16x16:dct-scale"]);
+    assert_eq!(dct.json()["samples_per_epoch"], 48);
 }
 
 #[test]

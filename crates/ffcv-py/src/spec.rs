@@ -101,15 +101,18 @@ fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<std::sync::Arc<dy
                     "{name}: ratio {ratio} must be in (0, 1]"
                 )));
             }
-            Arc::new(CenterCropRGBImageDecoder::new(size(name, params)?, ratio))
+            let dct: bool = param(name, params, "dct_downscale", Some(false))?;
+            Arc::new(CenterCropRGBImageDecoder::new(size(name, params)?, ratio).dct_downscale(dct))
         }
         "RandomResizedCropRGBImageDecoder" => {
             let (slo, shi) = range(name, params, "scale", (0.08, 1.0))?;
             let (rlo, rhi) = range(name, params, "ratio", (3.0 / 4.0, 4.0 / 3.0))?;
+            let dct: bool = param(name, params, "dct_downscale", Some(false))?;
             Arc::new(
                 RandomResizedCropRGBImageDecoder::new(size(name, params)?)
                     .scale(slo, shi)
-                    .ratio(rlo, rhi),
+                    .ratio(rlo, rhi)
+                    .dct_downscale(dct),
             )
         }
         other => {

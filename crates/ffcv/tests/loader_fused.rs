@@ -167,3 +167,37 @@ fn a_folded_pipeline_declares_the_transforms_output() {
     assert_eq!(info.dtype.descr(), "<f2");
     assert_eq!(info.row_bytes, 3 * 32 * 24 * 2);
 }
+
+#[test]
+fn dct_downscaled_crops_fold_and_stay_close_to_the_exact_crops() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_photos(dir.path());
+    // Folded or not, compiled or interpreted, one worker or two: the same pixels.
+    check(&path, || {
+        PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((64, 64)).dct_downscale(true))
+            .then(RandomHorizontalFlip(0.5))
+            .then(imagenet(ElemType::F32))
+            .then(ToChw)
+    });
+    let exact = run(
+        &path,
+        PipelineSpec::new(CenterCropRGBImageDecoder::new((56, 56), 0.875)),
+        true,
+        2,
+    );
+    let centre = || CenterCropRGBImageDecoder::new((56, 56), 0.875).dct_downscale(true);
+    let reduced = run(&path, PipelineSpec::new(centre()), true, 2);
+    assert_eq!(
+        reduced,
+        run(&path, PipelineSpec::new(centre()).fuse(true), false, 1)
+    );
+    // The photos' crops (262 px and up) are reduced, so the pixels move, a little.
+    assert_ne!(exact, reduced);
+    let sq: f64 = exact
+        .iter()
+        .zip(&reduced)
+        .map(|(&a, &b)| f64::from(a.abs_diff(b)).powi(2))
+        .sum();
+    let psnr = 10.0 * (255.0f64.powi(2) * exact.len() as f64 / sq).log10();
+    assert!(psnr > 27.0, "PSNR {psnr:.2} dB");
+}

@@ -161,6 +161,19 @@ fn decoder_specs_parse_to_the_same_decoders() {
         panic!("expected a decoder")
     };
     assert_eq!(d.name(), "RandomResizedCropRGBImageDecoder");
+    assert!(!d.dct_downscale());
+    // A last `dct-scale` word turns on the opt-in DCT-domain downscaling.
+    for spec in [
+        "center-crop:32x32:dct-scale",
+        "center-crop:32x32:0.875:DCT-Scale",
+        "random-resized-crop:24x16:dct-scale",
+        "random-resized-crop:24x16:0.5,1:1,1:dct-scale",
+    ] {
+        let DecoderChoice::Decoder(d) = spec.parse::<DecoderChoice>().unwrap() else {
+            panic!("expected a decoder")
+        };
+        assert!(d.dct_downscale(), "{spec}");
+    }
 }
 
 #[test]
@@ -174,6 +187,10 @@ fn malformed_decoder_specs_are_refused_with_the_reason() {
         ("random-resized-crop:8x8:1,0.5", "LO above HI"),
         ("random-resized-crop:8x8:0.5", "not LO,HI"),
         ("simple:3", "at most 0"),
+        ("simple:dct-scale", "not simple"),
+        ("center-crop:32x32:dct-scale:0.9", "not a positive number"),
+        ("center-crop:32x32:0.9:1:dct-scale", "at most 2"),
+        ("random-resized-crop:8x8:dct", "not LO,HI"),
         ("int:3", "takes no parameters"),
         ("sharpen", "no decoder has this name"),
     ] {

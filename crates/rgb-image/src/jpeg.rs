@@ -66,6 +66,27 @@ impl JpegDecoder {
             Outcome::Unsupported => decode_general_into(jpeg, out),
         }
     }
+
+    /// The opt-in DCT-domain downscaled decode (see [`crate::dct_scaled_crop`]): `jpeg`
+    /// decoded at `1 / 2^shift` scale (`shift` 1 to 3) into `out` as a
+    /// `ceil(height / 2^shift) x ceil(width / 2^shift)` RGB image, of which only the
+    /// pixels inside `crop` (in the reduced image's coordinates) are specified. Its
+    /// pixels are not FFCV's: each 8x8 block is reduced from its low-frequency DCT
+    /// coefficients. Returns the reduced `(height, width)`, or `None` for a JPEG only
+    /// the general decoder reads (progressive, arithmetic, ...), which has no scaled
+    /// path here: the caller decodes it exactly instead.
+    pub fn decode_scaled_region_into(
+        &mut self,
+        jpeg: &[u8],
+        crop: CropBox,
+        shift: u32,
+        out: &mut [u8],
+    ) -> Result<Option<(u32, u32)>> {
+        match self.turbo.decode_at_scale(jpeg, Some(crop), shift, out)? {
+            Outcome::Decoded(h, w) => Ok(Some((h, w))),
+            Outcome::Unsupported => Ok(None),
+        }
+    }
 }
 
 /// What a JPEG header says, read without decoding the scans.

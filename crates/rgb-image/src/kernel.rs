@@ -2,8 +2,8 @@
 //! loader calls for every sample of an `RGBImageField`.
 
 use super::{
-    AreaResizer, ImageError, ImageMode, JpegDecoder, PixelMap, RandomResizedCrop, Result,
-    center_crop_box, random_resized_crop_box, rgb_len,
+    AreaResizer, CropBox, ImageError, ImageMode, JpegDecoder, PixelMap, RandomResizedCrop, Result,
+    center_crop_box, dct_scaled_crop, random_resized_crop_box, rgb_len,
 };
 use rand_core::RngCore;
 
@@ -30,12 +30,46 @@ pub struct RgbDecoderKernel {
     jpeg: JpegDecoder,
     resizer: AreaResizer,
     full: Vec<u8>,
+    /// The opt-in DCT-domain downscaling ([`Self::set_dct_downscale`]).
+    dct_downscale: bool,
 }
 
 impl RgbDecoderKernel {
     /// Empty buffers; they grow to the largest image seen.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns the opt-in DCT-domain downscaling on or off for the decodes that follow
+    /// (off by default, and off means FFCV's pixels exactly). When on, a crop decoder
+    /// whose JPEG crop is at least twice the output on both axes decodes the JPEG at
+    /// 1/2, 1/4 or 1/8 scale in the DCT domain ([`dct_scaled_crop`] picks the scale and
+    /// the reduced crop) and resizes the reduced crop with `INTER_AREA`: faster, and
+    /// close to but not equal to the exact output. Raw images, `Simple`, crops under
+    /// twice the output, and JPEGs without a baseline decode here take the exact path.
+    /// The result depends only on the sample and the setting, never on the thread.
+    pub fn set_dct_downscale(&mut self, on: bool) {
+        self.dct_downscale = on;
+    }
+
+    /// Whether DCT-domain downscaling is on ([`Self::set_dct_downscale`]).
+    pub fn dct_downscale(&self) -> bool {
+        self.dct_downscale
+    }
+
+    /// Grows the scratch image to `needed` bytes, fallibly (its size comes from a file).
+    fn grow_full(&mut self, needed: usize, h: u32, w: u32) -> Result<()> {
+        if self.full.len() < needed {
+            self.full
+                .try_reserve_exact(needed - self.full.len())
+                .map_err(|_| ImageError::BadSize {
+                    height: h.into(),
+                    width: w.into(),
+                    reason: "not enough memory for the decoded image",
+                })?;
+            self.full.resize(needed, 0);
+        }
+        Ok(())
     }
 
     /// Decodes one sample: `mode`, `width`, `height` from its metadata row,
@@ -143,6 +177,36 @@ impl RgbDecoderKernel {
                 Some(random_resized_crop_box(h, w, params, rng))
             }
         };
+        // The opt-in reduced decode: the reduced image and its crop stand in for the
+        // full ones from here on.
+        if mode == ImageMode::Jpeg
+            && self.dct_downscale
+            && let Some(c) = crop
+            && let Some((shift, rcrop)) = dct_scaled_crop(h, w, c, out_h, out_w)
+        {
+            let (rh, rw) = (h.div_ceil(1 << shift), w.div_ceil(1 << shift));
+            let rneeded = rgb_len(rh, rw);
+            self.grow_full(rneeded, h, w)?;
+            let reduced = &mut self.full[..rneeded];
+            if let Some(got) = self
+                .jpeg
+                .decode_scaled_region_into(data, rcrop, shift, reduced)?
+            {
+                if got != (rh, rw) {
+                    return Err(ImageError::JpegDecode {
+                        len: data.len(),
+                        message: format!(
+                            "JPEG decodes to {}x{} at 1/{} scale, but the metadata says {h}x{w}",
+                            got.0,
+                            got.1,
+                            1 << shift
+                        ),
+                    });
+                }
+                return self.resize(rneeded, rh, rw, rcrop, target, out_h, out_w);
+            }
+            // No baseline decode for this JPEG: the exact path below.
+        }
         let pixels: &[u8] = match mode {
             ImageMode::Raw => {
                 if data.len() != needed {
@@ -156,18 +220,9 @@ impl RgbDecoderKernel {
                 data
             }
             ImageMode::Jpeg => {
-                if self.full.len() < needed {
-                    // Sized from the file: allocated fallibly, so a size the machine
-                    // cannot hold is an error for this sample, not an abort.
-                    self.full
-                        .try_reserve_exact(needed - self.full.len())
-                        .map_err(|_| ImageError::BadSize {
-                            height: h.into(),
-                            width: w.into(),
-                            reason: "not enough memory for the decoded image",
-                        })?;
-                    self.full.resize(needed, 0);
-                }
+                // Sized from the file: allocated fallibly, so a size the machine
+                // cannot hold is an error for this sample, not an abort.
+                self.grow_full(needed, h, w)?;
                 let full = &mut self.full[..needed];
                 let (dh, dw) = match crop {
                     Some(crop) => self.jpeg.decode_region_into(data, crop, full)?,
@@ -198,6 +253,32 @@ impl RgbDecoderKernel {
                 .resizer
                 .resize_crop_into(pixels, h, w, crop, out, out_h, out_w),
             (Some(crop), Target::Mapped { out, map, flip }) => self
+                .resizer
+                .resize_crop_mapped(pixels, h, w, crop, out, out_h, out_w, map, flip),
+        }
+    }
+}
+
+impl RgbDecoderKernel {
+    /// Resizes `crop` of the `h x w` image held in the scratch buffer's first `len`
+    /// bytes into `target` (the reduced decode's last step).
+    #[allow(clippy::too_many_arguments)] // the image, the crop and the output shape
+    fn resize(
+        &mut self,
+        len: usize,
+        h: u32,
+        w: u32,
+        crop: CropBox,
+        target: Target<'_>,
+        out_h: u32,
+        out_w: u32,
+    ) -> Result<()> {
+        let pixels = &self.full[..len];
+        match target {
+            Target::Packed(out) => self
+                .resizer
+                .resize_crop_into(pixels, h, w, crop, out, out_h, out_w),
+            Target::Mapped { out, map, flip } => self
                 .resizer
                 .resize_crop_mapped(pixels, h, w, crop, out, out_h, out_w, map, flip),
         }

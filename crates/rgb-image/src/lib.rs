@@ -73,6 +73,7 @@ mod kernel;
 mod libjpeg_enc;
 mod pixel_map;
 mod resize;
+mod scaled_idct;
 mod simd;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod simd_tests;
@@ -92,6 +93,7 @@ pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
 pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};
 pub use pixel_map::PixelMap;
 pub use resize::{AreaResizer, resize_area_into};
+pub use scaled_idct::dct_scaled_crop;
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
 
 use std::path::PathBuf;

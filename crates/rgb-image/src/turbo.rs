@@ -11,6 +11,7 @@
 //! caller can use a general decoder instead.
 
 use super::frame::JpegFrame;
+use super::scaled_idct::idct_scaled;
 use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
@@ -591,6 +592,15 @@ struct Component {
     /// Plane size in samples (whole MCUs).
     pw: usize,
     ph: usize,
+    /// Blocks per row and column of the component (a one-component scan's MCU
+    /// grid); `dw`, `dh`, `pw` and `ph` are at the decode's scale.
+    blocks_x: usize,
+    blocks_y: usize,
+    /// The IDCT's reduction for this component (`1 / 2^shift`) and its upsampling
+    /// factors to the output: at full scale 0 and `hmax / h`, `vmax / v`.
+    shift: u32,
+    fh: usize,
+    fv: usize,
 }
 
 /// Decoder state reused between images: sample planes, row buffers and
@@ -643,6 +653,26 @@ impl TurboDecoder {
         crop: Option<CropBox>,
         out: &mut [u8],
     ) -> Result<Outcome> {
+        self.decode_at_scale(jpeg, crop, 0, out)
+    }
+
+    /// [`Self::decode_region_into`] at `1 / 2^shift` scale (`shift` 0 to 3): the image
+    /// comes out `ceil(height / 2^shift) x ceil(width / 2^shift)` (libjpeg's scaled output
+    /// size), each 8x8 block reduced in the DCT domain by [`idct_scaled`]. Chroma
+    /// subsampled on both axes (4:2:0) is reduced one step less instead of upsampled, as
+    /// libjpeg-turbo does (at 1/2 it is the full-scale fast IDCT, so those planes are the
+    /// exact decode's); other subsampled chroma (4:2:2, 4:4:0) is upsampled by the same
+    /// fancy rule as at full scale, applied to the reduced planes. `crop` is in the
+    /// reduced image's coordinates. Shift 0 is the exact decode.
+    pub(crate) fn decode_at_scale(
+        &mut self,
+        jpeg: &[u8],
+        crop: Option<CropBox>,
+        shift: u32,
+        out: &mut [u8],
+    ) -> Result<Outcome> {
+        let shift = shift.min(3);
+        let (mut ow, mut oh) = (0usize, 0usize);
         let len = jpeg.len();
         let err = |m: &str| corrupt(len, m);
         if !jpeg.starts_with(&[0xFF, 0xD8]) {
@@ -650,6 +680,7 @@ impl TurboDecoder {
         }
         let mut pos = 2;
         let mut qt = [[0i32; 64]; 4];
+        let mut qraw = [[0i32; 64]; 4];
         let mut qt_set = [false; 4];
         for t in self.dc.iter_mut().chain(self.ac.iter_mut()) {
             t.defined = false;
@@ -746,11 +777,13 @@ impl TurboDecoder {
                             return Ok(Outcome::Unsupported);
                         }
                     }
-                    let needed = rgb_len(height as u32, width as u32);
+                    ow = width.div_ceil(1 << shift);
+                    oh = height.div_ceil(1 << shift);
+                    let needed = rgb_len(oh as u32, ow as u32);
                     if out.len() < needed {
                         return Err(ImageError::BufferTooSmall {
-                            height: height as u32,
-                            width: width as u32,
+                            height: oh as u32,
+                            width: ow as u32,
                             needed,
                             got: out.len(),
                         });
@@ -758,10 +791,20 @@ impl TurboDecoder {
                     let mcux = width.div_ceil(8 * hmax);
                     let mcuy = height.div_ceil(8 * vmax);
                     for (k, c) in comps.iter_mut().enumerate() {
-                        c.dw = (width * c.h).div_ceil(hmax);
-                        c.dh = (height * c.v).div_ceil(vmax);
-                        c.pw = mcux * c.h * 8;
-                        c.ph = mcuy * c.v * 8;
+                        c.blocks_x = (width * c.h).div_ceil(hmax).div_ceil(8);
+                        c.blocks_y = (height * c.v).div_ceil(vmax).div_ceil(8);
+                        (c.shift, c.fh, c.fv) = (shift, hmax / c.h, vmax / c.v);
+                        if shift > 0 && c.fh == 2 && c.fv == 2 {
+                            // As libjpeg-turbo's scaled decode: chroma subsampled on both
+                            // axes gets a twice-larger IDCT output instead of upsampling.
+                            (c.shift, c.fh, c.fv) = (shift - 1, 1, 1);
+                        }
+                        // Samples per block side, and libjpeg's downsampled size at it.
+                        let bs = 8usize >> c.shift;
+                        c.dw = (width * c.h * bs).div_ceil(hmax * 8);
+                        c.dh = (height * c.v * bs).div_ceil(vmax * 8);
+                        c.pw = mcux * c.h * bs;
+                        c.ph = mcuy * c.v * bs;
                         let plane = &mut self.planes[k];
                         plane.clear();
                         // Sized from the frame header: allocated fallibly.
@@ -817,6 +860,8 @@ impl TurboDecoder {
                             // wraps for 16-bit tables with large entries).
                             let scaled = (q * AAN_SCALES[nat] + (1 << 11)) >> 12;
                             qt[id][nat] = i32::from(scaled as i16);
+                            // The reduced IDCTs take the plain table.
+                            qraw[id][nat] = q as i32;
                         }
                         qt_set[id] = true;
                         s = &s[1 + size..];
@@ -857,13 +902,13 @@ impl TurboDecoder {
                         }
                         *slot = (k, td, ta);
                     }
-                    let region = Region::new(crop, width, height);
+                    let region = Region::new(crop, ow, oh);
                     let end = self.decode_scan(
                         jpeg,
                         pos,
                         comps,
                         &scan[..ns],
-                        &qt,
+                        (&qt, &qraw),
                         (width, height, hmax, vmax),
                         restart_interval,
                         &region,
@@ -892,9 +937,9 @@ impl TurboDecoder {
                 Some(t) => t == 0,
                 None => !jfif && comps.iter().map(|c| c.id).eq([b'R', b'G', b'B']),
             };
-        let region = Region::new(crop, width, height);
-        self.convert(comps, width, hmax, vmax, rgb, &region, out);
-        Ok(Outcome::Decoded(height as u32, width as u32))
+        let region = Region::new(crop, ow, oh);
+        self.convert(comps, ow, rgb, &region, out);
+        Ok(Outcome::Decoded(oh as u32, ow as u32))
     }
 
     /// Decodes one scan (see [`Self::decode_scan_body`]), compiled for BMI2
@@ -907,7 +952,7 @@ impl TurboDecoder {
         start: usize,
         comps: &[Component],
         scan: &[(usize, usize, usize)],
-        qt: &[[i32; 64]; 4],
+        tables: (&[[i32; 64]; 4], &[[i32; 64]; 4]),
         size: (usize, usize, usize, usize),
         restart_interval: usize,
         region: &Region,
@@ -917,10 +962,10 @@ impl TurboDecoder {
             // SAFETY: the CPU has BMI2 (checked just above), all that
             // `decode_scan_bmi2` enables.
             return unsafe {
-                self.decode_scan_bmi2(jpeg, start, comps, scan, qt, size, restart_interval, region)
+                self.decode_scan_bmi2(jpeg, start, comps, scan, tables, size, restart_interval, region)
             };
         }
-        self.decode_scan_body(jpeg, start, comps, scan, qt, size, restart_interval, region)
+        self.decode_scan_body(jpeg, start, comps, scan, tables, size, restart_interval, region)
     }
 
     /// [`Self::decode_scan_body`] compiled with BMI2.
@@ -933,12 +978,12 @@ impl TurboDecoder {
         start: usize,
         comps: &[Component],
         scan: &[(usize, usize, usize)],
-        qt: &[[i32; 64]; 4],
+        tables: (&[[i32; 64]; 4], &[[i32; 64]; 4]),
         size: (usize, usize, usize, usize),
         restart_interval: usize,
         region: &Region,
     ) -> Result<usize> {
-        self.decode_scan_body(jpeg, start, comps, scan, qt, size, restart_interval, region)
+        self.decode_scan_body(jpeg, start, comps, scan, tables, size, restart_interval, region)
     }
 
     /// Decodes one scan's MCUs into the planes: the DC and AC coefficients
@@ -952,7 +997,7 @@ impl TurboDecoder {
         start: usize,
         comps: &[Component],
         scan: &[(usize, usize, usize)],
-        qt: &[[i32; 64]; 4],
+        (qt, qraw): (&[[i32; 64]; 4], &[[i32; 64]; 4]),
         (width, height, hmax, vmax): (usize, usize, usize, usize),
         restart_interval: usize,
         region: &Region,
@@ -965,7 +1010,7 @@ impl TurboDecoder {
         // scan uses single blocks over that component's own size.
         let (mcux, mcuy) = if scan.len() == 1 {
             let c = &comps[scan[0].0];
-            (c.dw.div_ceil(8), c.dh.div_ceil(8))
+            (c.blocks_x, c.blocks_y)
         } else {
             (width.div_ceil(8 * hmax), height.div_ceil(8 * vmax))
         };
@@ -973,19 +1018,20 @@ impl TurboDecoder {
         // Per scan component, hoisted out of the MCU loop (they divide):
         // the sample rows and columns the region needs, and the blocks per
         // MCU.
-        let mut needs = [((0, 0), (0, 0), (0, 0)); 4];
+        let mut needs = [((0, 0), (0, 0), (0, 0), 0); 4];
         for (need, &(k, _, _)) in needs.iter_mut().zip(scan) {
             let c = &comps[k];
-            let (rows, cols) = region.samples(c, hmax / c.h, vmax / c.v);
+            let (rows, cols) = region.samples(c, c.fh, c.fv);
             let blocks = if scan.len() == 1 { (1, 1) } else { (c.h, c.v) };
-            *need = (rows, cols, blocks);
+            // Samples per block side at this component's scale.
+            *need = (rows, cols, blocks, 8usize >> c.shift);
         }
         // The last MCU row holding a block the region needs: the rest of
         // the scan cannot change the region's pixels (each block depends
         // only on the bits before it), so decoding stops there.
         let last_row = needs[..scan.len()]
             .iter()
-            .map(|&((_, r1), _, (_, bv))| (r1 - 1) / (8 * bv))
+            .map(|&((_, r1), _, (_, bv), bs)| (r1 - 1) / (bs * bv))
             .max()
             .unwrap_or(0);
         let total = mcux * mcuy.min(last_row + 1);
@@ -1002,16 +1048,17 @@ impl TurboDecoder {
                 }
                 until_restart -= 1;
             }
-            for (si, (&(k, td, ta), &(rows, cols, (bh, bv)))) in scan.iter().zip(&needs).enumerate()
+            for (si, (&(k, td, ta), &(rows, cols, (bh, bv), bs))) in
+                scan.iter().zip(&needs).enumerate()
             {
                 let (dct, act) = (&self.dc[td], &self.ac[ta]);
                 let c = &comps[k];
                 for by in 0..bv {
                     for bx in 0..bh {
-                        let x0 = (mx * bh + bx) * 8;
-                        let y0 = (my * bv + by) * 8;
+                        let x0 = (mx * bh + bx) * bs;
+                        let y0 = (my * bv + by) * bs;
                         let needed =
-                            x0 < cols.1 && x0 + 8 > cols.0 && y0 < rows.1 && y0 + 8 > rows.0;
+                            x0 < cols.1 && x0 + bs > cols.0 && y0 < rows.1 && y0 + bs > rows.0;
                         let diff = decode_dc(&mut bits, dct).map_err(err)?;
                         pred[si] = pred[si].wrapping_add(diff);
                         if !needed {
@@ -1024,10 +1071,13 @@ impl TurboDecoder {
                         // libjpeg stores coefficients as 16-bit JCOEF.
                         coef[0] = pred[si] as i16;
                         let any_ac = decode_ac::<true>(&mut bits, act, &mut coef).map_err(err)?;
-                        if x0 + 8 <= c.pw && y0 + 8 <= c.ph {
+                        if x0 + bs <= c.pw && y0 + bs <= c.ph {
                             let plane = &mut self.planes[k][y0 * c.pw + x0..];
                             let q = &qt[c.tq];
-                            if any_ac {
+                            if c.shift > 0 {
+                                // Opt-in DCT-domain downscaling (not FFCV's pixels).
+                                idct_scaled(self.isa, c.shift, &coef, &qraw[c.tq], plane, c.pw);
+                            } else if any_ac {
                                 idct_ifast(self.isa, &coef, q, plane, c.pw);
                             } else {
                                 // DC only: both passes reduce to one value
@@ -1059,8 +1109,6 @@ impl TurboDecoder {
         &mut self,
         comps: &[Component],
         width: usize,
-        hmax: usize,
-        vmax: usize,
         rgb_direct: bool,
         region: &Region,
         out: &mut [u8],
@@ -1084,7 +1132,7 @@ impl TurboDecoder {
         for (k, c) in comps.iter().enumerate() {
             let r = &mut self.rows[k];
             r.clear();
-            r.resize(c.pw * (hmax / c.h) + 2, 0);
+            r.resize(c.pw * c.fh + 2, 0);
         }
         let Self {
             planes, rows, isa, ..
@@ -1092,15 +1140,7 @@ impl TurboDecoder {
         let isa = *isa;
         for (y, row) in lines {
             for (k, c) in comps.iter().enumerate() {
-                upsample_row(
-                    isa,
-                    &planes[k],
-                    c,
-                    (hmax / c.h, vmax / c.v),
-                    y,
-                    (x0, x1),
-                    &mut rows[k],
-                );
+                upsample_row(isa, &planes[k], c, (c.fh, c.fv), y, (x0, x1), &mut rows[k]);
             }
             let (r0, r1, r2) = (&rows[0][x0..x1], &rows[1][x0..x1], &rows[2][x0..x1]);
             let row = &mut row[x0 * 3..x1 * 3];

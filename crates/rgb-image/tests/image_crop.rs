@@ -191,3 +191,52 @@ fn same_generator_state_gives_the_same_boxes() {
         }
     );
 }
+
+#[test]
+fn dct_scaled_crop_picks_the_largest_reduction_that_keeps_the_output() {
+    use rgb_image::dct_scaled_crop;
+    let crop = CropBox {
+        i: 10,
+        j: 21,
+        h: 300,
+        w: 301,
+    };
+    // 300 / 8 = 37.5 < 64, 300 / 4 = 75: quarter scale. Edges rounded to the nearest
+    // reduced pixel, halves up: rows (10 + 2) / 4 = 3 .. (310 + 2) / 4 = 78, columns
+    // (21 + 2) / 4 = 5 .. (322 + 2) / 4 = 81.
+    let quarter = CropBox {
+        i: 3,
+        j: 5,
+        h: 75,
+        w: 76,
+    };
+    assert_eq!(dct_scaled_crop(400, 600, crop, 64, 64), Some((2, quarter)));
+    // Half scale: rows 11 / 2 = 5 .. 311 / 2 = 155, columns 22 / 2 = 11 .. 323 / 2 = 161.
+    let half = CropBox {
+        i: 5,
+        j: 11,
+        h: 150,
+        w: 150,
+    };
+    assert_eq!(dct_scaled_crop(400, 600, crop, 150, 100), Some((1, half)));
+    // One more row than the half-scale crop has: no reduction.
+    assert_eq!(dct_scaled_crop(400, 600, crop, 151, 100), None);
+    // The whole image at 1/8: 403 / 8 = 50.4 rounds to 50 of the ceil(403 / 8) = 51
+    // reduced rows (the last, partial block row is left out).
+    let whole = CropBox {
+        i: 0,
+        j: 0,
+        h: 403,
+        w: 600,
+    };
+    let eighth = CropBox {
+        i: 0,
+        j: 0,
+        h: 50,
+        w: 75,
+    };
+    assert_eq!(dct_scaled_crop(403, 600, whole, 50, 75), Some((3, eighth)));
+    // A crop outside the image or an empty output: no reduction.
+    assert_eq!(dct_scaled_crop(300, 600, crop, 10, 10), None);
+    assert_eq!(dct_scaled_crop(400, 600, crop, 0, 10), None);
+}

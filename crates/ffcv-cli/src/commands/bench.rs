@@ -119,7 +119,10 @@ pub struct BenchArgs {
 
     /// A field's decoder: FIELD=SPEC with SPEC one of default, none, raw-bytes, int, float,
     /// bytes, json, ndarray, simple, center-crop:HxW[:RATIO],
-    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable).
+    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable). A crop decoder's SPEC may end in
+    /// `:dct-scale` (e.g. `image=center-crop:112x112:dct-scale`): opt-in DCT-domain
+    /// downscaling, decoding the JPEG at 1/2, 1/4 or 1/8 where the crop is at least twice
+    /// the output (faster, not FFCV's pixels).
     #[arg(long, value_parser = parse_decoder)]
     pub decoder: Vec<DecoderArg>,
 

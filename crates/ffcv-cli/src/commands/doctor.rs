@@ -112,7 +112,8 @@ pub struct DoctorArgs {
 
     /// A field's decoder, as `ffcv bench` takes it: FIELD=SPEC with SPEC one of default, none,
     /// raw-bytes, int, float, bytes, json, ndarray, simple, center-crop:HxW[:RATIO] or
-    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable).
+    /// random-resized-crop:HxW[:LO,HI[:LO,HI]], either crop optionally ending in `:dct-scale`
+    /// (repeatable).
     #[arg(long = "decoder", value_name = "FIELD=SPEC")]
     pub decoders: Vec<String>,
 

@@ -32,6 +32,8 @@ pub(crate) struct MappedImageDecoder {
     /// The decoder it replaces (declared first, so its checks and errors stay).
     inner: Arc<dyn Decoder>,
     kind: RgbDecoderKind,
+    /// The crop decoder's DCT-domain downscaling setting.
+    dct_downscale: bool,
     size: (u32, u32),
     map: PixelMap,
     dtype: ElemType,
@@ -69,7 +71,14 @@ impl Decoder for MappedImageDecoder {
             }
             None => false,
         };
-        decode_mapped_with(&self.kind, input, out, self.size, &self.map, flip)
+        decode_mapped_with(
+            (&self.kind, self.dct_downscale),
+            input,
+            out,
+            self.size,
+            &self.map,
+            flip,
+        )
     }
 }
 
@@ -184,6 +193,7 @@ pub(crate) fn fuse(spec: &PipelineSpec) -> Option<PipelineSpec> {
     let decoder = MappedImageDecoder {
         inner: Arc::clone(&spec.decoder),
         kind,
+        dct_downscale: spec.decoder.dct_downscale(),
         size,
         map,
         dtype,

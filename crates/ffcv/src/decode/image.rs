@@ -114,6 +114,7 @@ pub fn check_stored_image(
 /// [`decode_mapped_with`] share.
 fn with_kernel(
     input: &SampleInput<'_>,
+    dct_downscale: bool,
     decode: impl FnOnce(&mut RgbDecoderKernel, u8, u16, u16, &mut Pcg64) -> rgb_image::Result<()>,
 ) -> Result<(), String> {
     let (mode, width, height) = input
@@ -125,19 +126,21 @@ fn with_kernel(
         let mut kernel = kernel
             .try_borrow_mut()
             .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
+        // Set on every call: the thread's kernel serves every image decoder of the thread.
+        kernel.set_dct_downscale(dct_downscale);
         decode(&mut kernel, mode, width, height, &mut rng).map_err(|e| e.to_string())
     })
 }
 
 /// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
 fn decode_with(
-    kind: &RgbDecoderKind,
+    (kind, dct_downscale): (&RgbDecoderKind, bool),
     input: &SampleInput<'_>,
     out: &mut [u8],
     out_h: u32,
     out_w: u32,
 ) -> Result<(), String> {
-    with_kernel(input, |kernel, mode, width, height, rng| {
+    with_kernel(input, dct_downscale, |kernel, mode, width, height, rng| {
         kernel.decode_sample(
             kind, mode, width, height, input.data, rng, out, out_h, out_w,
         )
@@ -147,14 +150,14 @@ fn decode_with(
 /// [`decode_with`] through a pixel map (see [`super::fused`]): the same crop of the same
 /// pixels, each written as its `map` entry, flipped when `flip` says so.
 pub(super) fn decode_mapped_with(
-    kind: &RgbDecoderKind,
+    (kind, dct_downscale): (&RgbDecoderKind, bool),
     input: &SampleInput<'_>,
     out: &mut [u8],
     (out_h, out_w): (u32, u32),
     map: &PixelMap,
     flip: impl FnOnce() -> bool,
 ) -> Result<(), String> {
-    with_kernel(input, |kernel, mode, width, height, rng| {
+    with_kernel(input, dct_downscale, |kernel, mode, width, height, rng| {
         let flip = flip();
         kernel.decode_sample_mapped(
             kind, mode, width, height, input.data, rng, out, out_h, out_w, map, flip,
@@ -207,7 +210,7 @@ impl Decoder for SimpleRGBImageDecoder {
             .image_header()
             .ok_or("metadata too short for an RGBImageField")?;
         decode_with(
-            &RgbDecoderKind::Simple,
+            (&RgbDecoderKind::Simple, false),
             input,
             out,
             u32::from(height),
@@ -224,6 +227,9 @@ pub struct CenterCropRGBImageDecoder {
     pub output_size: (u32, u32),
     /// Crop side over the image's short side.
     pub ratio: f64,
+    /// The opt-in DCT-domain downscaling (off: FFCV's pixels); see
+    /// [`CenterCropRGBImageDecoder::dct_downscale`].
+    pub dct_downscale: bool,
 }
 
 impl CenterCropRGBImageDecoder {
@@ -232,7 +238,21 @@ impl CenterCropRGBImageDecoder {
 
     /// A decoder to `output_size` (`(height, width)`) with `ratio`.
     pub fn new(output_size: (u32, u32), ratio: f64) -> Self {
-        CenterCropRGBImageDecoder { output_size, ratio }
+        CenterCropRGBImageDecoder {
+            output_size,
+            ratio,
+            dct_downscale: false,
+        }
+    }
+
+    /// Turns on (or off) DCT-domain downscaling: where the crop is at least twice the
+    /// output on both axes, the JPEG is decoded at 1/2, 1/4 or 1/8 scale from its DCT
+    /// coefficients and the reduced crop resized (faster; the pixels differ from FFCV's,
+    /// by about 30 dB PSNR on photos: see docs/benchmarking.md).
+    /// [`rgb_image::RgbDecoderKernel::set_dct_downscale`] has the rules.
+    pub fn dct_downscale(mut self, on: bool) -> Self {
+        self.dct_downscale = on;
+        self
     }
 }
 
@@ -251,7 +271,12 @@ impl Decoder for CenterCropRGBImageDecoder {
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         let kind = RgbDecoderKind::CenterCrop { ratio: self.ratio };
-        decode_with(&kind, input, out, self.output_size.0, self.output_size.1)
+        let (h, w) = self.output_size;
+        decode_with((&kind, self.dct_downscale), input, out, h, w)
+    }
+
+    fn dct_downscale(&self) -> bool {
+        self.dct_downscale
     }
 
     fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
@@ -272,6 +297,9 @@ pub struct RandomResizedCropRGBImageDecoder {
     pub output_size: (u32, u32),
     /// Area fraction and aspect ratio ranges.
     pub params: RandomResizedCrop,
+    /// The opt-in DCT-domain downscaling (off: FFCV's pixels); see
+    /// [`RandomResizedCropRGBImageDecoder::dct_downscale`].
+    pub dct_downscale: bool,
 }
 
 impl RandomResizedCropRGBImageDecoder {
@@ -281,7 +309,16 @@ impl RandomResizedCropRGBImageDecoder {
         RandomResizedCropRGBImageDecoder {
             output_size,
             params: RandomResizedCrop::default(),
+            dct_downscale: false,
         }
+    }
+
+    /// Turns on (or off) DCT-domain downscaling, as
+    /// [`CenterCropRGBImageDecoder::dct_downscale`]: only crops at least twice the output
+    /// on both axes are reduced (with 224x224 outputs of ~400 px photos, rarely any).
+    pub fn dct_downscale(mut self, on: bool) -> Self {
+        self.dct_downscale = on;
+        self
     }
 
     /// Sets the area fraction range.
@@ -316,7 +353,12 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
         let kind = RgbDecoderKind::RandomResizedCrop(self.params);
-        decode_with(&kind, input, out, self.output_size.0, self.output_size.1)
+        let (h, w) = self.output_size;
+        decode_with((&kind, self.dct_downscale), input, out, h, w)
+    }
+
+    fn dct_downscale(&self) -> bool {
+        self.dct_downscale
     }
 
     fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {

@@ -239,6 +239,13 @@ pub trait Decoder: Send + Sync + 'static {
     fn crop_kernel(&self) -> Option<(rgb_image::RgbDecoderKind, (u32, u32))> {
         None
     }
+
+    /// For the built-in crop decoders: whether their opt-in DCT-domain downscaling is on,
+    /// so that a decoder folded from them ([`PipelineSpec::fuse`]) keeps it. Default: off.
+    #[doc(hidden)]
+    fn dct_downscale(&self) -> bool {
+        false
+    }
 }
 
 /// How a copying decoder's row is made from a sample (see [`Decoder::copy_rule`]).

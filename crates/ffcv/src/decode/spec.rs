@@ -17,7 +17,9 @@ use super::{
 /// (the stored bytes of any field), `int`, `float`, `bytes`, `json`, `ndarray`, and the
 /// image decoders `simple`, `center-crop:HxW[:RATIO]` (ratio 224/256 by default) and
 /// `random-resized-crop:HxW[:SCALE_LO,SCALE_HI[:RATIO_LO,RATIO_HI]]` (FFCV's defaults
-/// `0.08,1` and `0.75,1.3333`).
+/// `0.08,1` and `0.75,1.3333`). A crop decoder's SPEC may end in `:dct-scale`, the opt-in
+/// DCT-domain downscaling ([`CenterCropRGBImageDecoder::dct_downscale`]; not FFCV's
+/// pixels): `center-crop:112x112:dct-scale`.
 #[derive(Clone)]
 pub enum DecoderChoice {
     /// The field type's default decoder.
@@ -42,7 +44,8 @@ impl std::fmt::Debug for DecoderChoice {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "invalid decoder {spec:?}: {reason} (expected default, none, raw-bytes, int, float, bytes, \
-     json, ndarray, simple, center-crop:HxW[:RATIO] or random-resized-crop:HxW[:LO,HI[:LO,HI]])"
+     json, ndarray, simple, center-crop:HxW[:RATIO][:dct-scale] or \
+     random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale])"
 )]
 pub struct UnknownDecoder {
     /// The text given.
@@ -108,6 +111,18 @@ fn parse_image(
 ) -> Result<Arc<dyn Decoder>, UnknownDecoder> {
     let too_many =
         |most: usize| UnknownDecoder::new(spec, format!("{name} takes at most {most} parameters"));
+    // A last parameter `dct-scale` turns on the crop decoders' DCT-domain downscaling; no
+    // other parameter is a word, so it cannot be mistaken for one.
+    let (params, dct) = match params.split_last() {
+        Some((&"dct-scale", rest)) => (rest, true),
+        _ => (params, false),
+    };
+    if dct && name == "simple" {
+        return Err(UnknownDecoder::new(
+            spec,
+            "dct-scale applies to the crop decoders (center-crop, random-resized-crop), not simple",
+        ));
+    }
     match name {
         "simple" => {
             if !params.is_empty() {
@@ -127,13 +142,16 @@ fn parse_image(
             if params.len() > 2 {
                 return Err(too_many(2));
             }
-            Ok(Arc::new(CenterCropRGBImageDecoder::new(size, ratio)))
+            Ok(Arc::new(
+                CenterCropRGBImageDecoder::new(size, ratio).dct_downscale(dct),
+            ))
         }
         _ => {
             let size = params.first().ok_or_else(|| {
                 UnknownDecoder::new(spec, "random-resized-crop needs an output size HxW")
             })?;
-            let mut d = RandomResizedCropRGBImageDecoder::new(parse_size(spec, size)?);
+            let mut d =
+                RandomResizedCropRGBImageDecoder::new(parse_size(spec, size)?).dct_downscale(dct);
             if let Some(scale) = params.get(1) {
                 d.params.scale = parse_range(spec, scale)?;
             }

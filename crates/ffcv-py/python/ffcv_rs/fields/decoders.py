@@ -77,22 +77,40 @@ def _size(output_size: Tuple[int, int]) -> Tuple[int, int]:
 
 class CenterCropRGBImageDecoder(Decoder):
     """The centre square of side ``ratio * min(height, width)``, resized to
-    ``output_size`` (INTER_AREA, as FFCV)."""
+    ``output_size`` (INTER_AREA, as FFCV).
+
+    ``dct_downscale=True`` (an ffcv_rs option, off by default) decodes a JPEG whose crop
+    is at least twice the output at 1/2, 1/4 or 1/8 scale in the DCT domain: faster, but
+    the pixels are no longer FFCV's (about 30 dB PSNR on photos)."""
 
     _native_name = "CenterCropRGBImageDecoder"
 
-    def __init__(self, output_size: Tuple[int, int], ratio: float = DEFAULT_CROP_RATIO):
+    def __init__(
+        self,
+        output_size: Tuple[int, int],
+        ratio: float = DEFAULT_CROP_RATIO,
+        *,
+        dct_downscale: bool = False,
+    ):
         self.output_size = _size(output_size)
         self.ratio = float(ratio)
+        self.dct_downscale = bool(dct_downscale)
         if not 0.0 < self.ratio <= 1.0:
             raise ValueError(f"CenterCropRGBImageDecoder: ratio {ratio} must be in (0, 1]")
 
     def _native_params(self) -> Dict[str, Any]:
-        return {"output_size": self.output_size, "ratio": self.ratio}
+        return {
+            "output_size": self.output_size,
+            "ratio": self.ratio,
+            "dct_downscale": self.dct_downscale,
+        }
 
 
 class RandomResizedCropRGBImageDecoder(Decoder):
-    """torchvision's RandomResizedCrop rule (FFCV's), resized to ``output_size``."""
+    """torchvision's RandomResizedCrop rule (FFCV's), resized to ``output_size``.
+
+    ``dct_downscale=True``: as for :class:`CenterCropRGBImageDecoder` (crops at least twice
+    the output only; at 224x224 from ~400 px images that is rare)."""
 
     _native_name = "RandomResizedCropRGBImageDecoder"
 
@@ -101,8 +119,11 @@ class RandomResizedCropRGBImageDecoder(Decoder):
         output_size: Tuple[int, int],
         scale: Tuple[float, float] = (0.08, 1.0),
         ratio: Tuple[float, float] = (3 / 4, 4 / 3),
+        *,
+        dct_downscale: bool = False,
     ):
         self.output_size = _size(output_size)
+        self.dct_downscale = bool(dct_downscale)
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
         for name, (lo, hi) in (("scale", self.scale), ("ratio", self.ratio)):
@@ -110,4 +131,9 @@ class RandomResizedCropRGBImageDecoder(Decoder):
                 raise ValueError(f"RandomResizedCropRGBImageDecoder: {name} {(lo, hi)} must satisfy 0 < low <= high")
 
     def _native_params(self) -> Dict[str, Any]:
-        return {"output_size": self.output_size, "scale": self.scale, "ratio": self.ratio}
+        return {
+            "output_size": self.output_size,
+            "scale": self.scale,
+            "ratio": self.ratio,
+            "dct_downscale": self.dct_downscale,
+        }
