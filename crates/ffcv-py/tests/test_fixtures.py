@@ -100,3 +100,25 @@ def test_len_seed_batch_size_and_next_epoch():
     loader.next_epoch = 0
     again = [i for (index, _) in loader for i in as_numpy(index)[:, 0].tolist()]
     assert again == orders[0]
+
+
+def _images(decoder):
+    loader = Loader(fixture("images_jpg"), batch_size=7, order=OrderOption.SEQUENTIAL,
+                    drop_last=False, pipelines={"image": [decoder]})
+    return np.concatenate([as_numpy(batch[0]) for batch in loader]).astype(np.float64)
+
+
+def test_dct_downscale_is_opt_in_and_close_to_the_exact_decode():
+    # Every fixture image's centre square is at least 40 px, so a 16x16 output lets each
+    # decode at 1/2 scale or less; the default stays FFCV's pixels.
+    exact = _images(CenterCropRGBImageDecoder((16, 16), ratio=1.0))
+    assert CenterCropRGBImageDecoder((16, 16)).dct_downscale is False
+    reduced = _images(CenterCropRGBImageDecoder((16, 16), ratio=1.0, dct_downscale=True))
+    assert reduced.shape == exact.shape == (24, 16, 16, 3)
+    assert (reduced != exact).any(), "the option changed no pixel: it did not apply"
+    mse = ((reduced - exact) ** 2).mean()
+    psnr = 10 * np.log10(255.0 ** 2 / mse)
+    # 30.95 dB when written (deterministic: fixed crops); pixel garbage would give ~10.
+    assert psnr > 28.0, psnr
+    with pytest.raises(TypeError):
+        CenterCropRGBImageDecoder((16, 16), 1.0, True)  # keyword-only
