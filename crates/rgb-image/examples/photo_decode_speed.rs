@@ -1,23 +1,37 @@
 //! Full-resolution JPEG decode throughput on one thread, in megapixels per second, over the
 //! JPEG images of a `.beton` file (the bench's `photos` set), to set beside libjpeg-turbo's
-//! on the same images (`--dump DIR` writes them as `N.jpg` for PIL or OpenCV).
+//! on the same images (`--dump DIR` writes them as `N.jpg` for PIL or OpenCV). With
+//! `--rrc SIZE` it also times FFCV's RandomResizedCrop to `SIZE x SIZE` on one thread: the
+//! `INTER_AREA` resize alone (µs per sample, on crops drawn once from a fixed seed out of
+//! the fully decoded photos) and the whole decoder (region decode + resize, samples/s).
 //!
-//! Run: `cargo run --release -p rgb-image --example photo_decode_speed FILE.beton [--dump DIR]`
+//! Run: `cargo run --release -p rgb-image --example photo_decode_speed FILE.beton
+//! [--dump DIR] [--rrc SIZE]`
 
 use std::time::Instant;
 
 use beton_io::{FieldMetadata, IMAGE_MODE_JPEG, Reader};
-use rgb_image::JpegDecoder;
+use rand_core::SeedableRng;
+use rgb_image::{
+    AreaResizer, CropBox, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
+    random_resized_crop_box,
+};
+
+const USAGE: &str = "usage: photo_decode_speed FILE.beton [--dump DIR] [--rrc SIZE]";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let path = args
-        .get(1)
-        .ok_or("usage: photo_decode_speed FILE.beton [--dump DIR]")?;
-    let dump = match (args.get(2).map(String::as_str), args.get(3)) {
-        (Some("--dump"), Some(dir)) => Some(dir.clone()),
-        _ => None,
-    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let path = args.first().ok_or(USAGE)?;
+    let (mut dump, mut rrc) = (None, None);
+    let mut rest = args[1..].iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or(USAGE)?;
+        match flag.as_str() {
+            "--dump" => dump = Some(value.clone()),
+            "--rrc" => rrc = Some(value.parse::<u32>().map_err(|_| USAGE)?),
+            _ => return Err(USAGE.into()),
+        }
+    }
     let reader = Reader::open(path)?;
     let field = reader.field_index("image").ok_or("no field named image")?;
     let mut images = Vec::new();
@@ -61,6 +75,77 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         best,
         pixels as f64 / 1e6 / best,
         images.len() as f64 / best
+    );
+    if let Some(size) = rrc {
+        random_resized_crop_speed(&images, size, &mut decoder)?;
+    }
+    Ok(())
+}
+
+/// The `--rrc SIZE` timings: resize alone, then the whole decoder, best of 5 rounds each.
+fn random_resized_crop_speed(
+    images: &[(&[u8], usize, usize)],
+    size: u32,
+    decoder: &mut JpegDecoder,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let params = RandomResizedCrop::default();
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(0);
+    let mut decoded: Vec<(Vec<u8>, u32, u32, CropBox)> = Vec::with_capacity(images.len());
+    for (jpeg, h, w) in images {
+        let mut px = vec![0u8; h * w * 3];
+        let (h, w) = decoder.decode_into(jpeg, &mut px)?;
+        let crop = random_resized_crop_box(h, w, &params, &mut rng);
+        decoded.push((px, h, w, crop));
+    }
+    // OpenCV's bilinear ("any axis upscaled") path runs when a crop side is below SIZE.
+    let mut resizer = AreaResizer::new();
+    let mut out = vec![0u8; (size * size * 3) as usize];
+    for (what, linear) in [("upscaled on some axis", true), ("downscaled", false)] {
+        let subset: Vec<_> = decoded
+            .iter()
+            .filter(|(.., c)| (c.h < size || c.w < size) == linear)
+            .collect();
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for (px, h, w, crop) in &subset {
+                resizer.resize_crop_into(px, *h, *w, *crop, &mut out, size, size)?;
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "RandomResizedCrop {size}: INTER_AREA resize alone, {} crops {what}: \
+             {:.1} µs/sample (best of 5, one thread)",
+            subset.len(),
+            best * 1e6 / subset.len().max(1) as f64,
+        );
+    }
+    let mut kernel = RgbDecoderKernel::new();
+    let kind = RgbDecoderKind::RandomResizedCrop(params);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+        let t = Instant::now();
+        for (jpeg, h, w) in images {
+            kernel.decode_sample(
+                &kind,
+                IMAGE_MODE_JPEG,
+                *w as u16,
+                *h as u16,
+                jpeg,
+                &mut rng,
+                &mut out,
+                size,
+                size,
+            )?;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "RandomResizedCrop {size}: region decode + resize {:.0} samples/s, {:.0} µs/sample \
+         (best of 5, one thread)",
+        images.len() as f64 / best,
+        best * 1e6 / images.len() as f64,
     );
     Ok(())
 }
