@@ -502,7 +502,11 @@ impl AreaResizer {
     }
 
     /// `resizeGeneric_` with `HResizeLinear<uchar, int, short>` and
-    /// `VResizeLinear` + `VResizeLinearVec_32s8u`.
+    /// `VResizeLinear` + `VResizeLinearVec_32s8u`. As in OpenCV, the two
+    /// horizontally resized rows are kept from one output row to the next
+    /// and a source row is only resized again when it was not among them:
+    /// when upscaling, most output rows reuse both, and when `sy` advances
+    /// by one the old second row becomes the first.
     fn resize_linear(&mut self, src: &View<'_>, sink: &mut dyn RowSink, xmax: usize) {
         let Self {
             xofs,
@@ -514,10 +518,27 @@ impl AreaResizer {
             ..
         } = self;
         let last = src.h - 1;
+        // The source rows `irow0` and `irow1` hold (none yet).
+        let mut held = [usize::MAX; 2];
         for (dy, (&sy, &[b0, b1])) in yofs.iter().zip(ybeta.iter()).enumerate() {
-            let sy = sy as usize;
-            hresize(src.row(sy), xofs, xalpha, xmax, irow0);
-            hresize(src.row((sy + 1).min(last)), xofs, xalpha, xmax, irow1);
+            let want = [sy as usize, (sy as usize + 1).min(last)];
+            if held[0] != want[0] {
+                if held[1] == want[0] {
+                    std::mem::swap(irow0, irow1);
+                    held.swap(0, 1);
+                } else {
+                    hresize(src.row(want[0]), xofs, xalpha, xmax, irow0);
+                    held[0] = want[0];
+                }
+            }
+            if held[1] != want[1] {
+                if want[1] == want[0] {
+                    irow1.copy_from_slice(irow0);
+                } else {
+                    hresize(src.row(want[1]), xofs, xalpha, xmax, irow1);
+                }
+                held[1] = want[1];
+            }
             vresize(irow0, irow1, b0, b1, sink.row(dy));
             sink.finish(dy);
         }
