@@ -74,6 +74,7 @@ mod libjpeg_enc;
 mod pixel_map;
 mod resize;
 mod simd;
+mod simd_resize;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod simd_tests;
 mod synthetic;

@@ -17,6 +17,7 @@
 
 use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
 use super::simd::Isa;
+use super::simd_resize::{HLinearGroup, hlinear_groups};
 use super::{CropBox, ImageError, Result, rgb_len};
 
 const CN: usize = 3;
@@ -67,6 +68,9 @@ pub struct AreaResizer {
     xalpha: Vec<[i16; 2]>,
     yofs: Vec<u32>,
     ybeta: Vec<[i16; 2]>,
+    /// `xofs`/`xalpha` as the AVX2 horizontal pass reads them (its leading
+    /// groups of 8 outputs).
+    xgroups8: Vec<HLinearGroup>,
     /// The x table as `xtap` taps per output pixel: `(byte offset of the
     /// source pixel, weight)`, groups shorter than `xtap` padded with
     /// weight-0 taps on their first pixel. Adding `p * 0.0 = +0.0` to a
@@ -191,6 +195,7 @@ impl AreaResizer {
             xalpha: Vec::new(),
             yofs: Vec::new(),
             ybeta: Vec::new(),
+            xgroups8: Vec::new(),
             xtaps: Vec::new(),
             xtap: 0,
             xpairs: 0,
@@ -216,6 +221,13 @@ impl AreaResizer {
     #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn simd_pairs(&self) -> usize {
         self.xpairs
+    }
+
+    /// The leading groups of 8 outputs the AVX2 horizontal bilinear pass
+    /// handles for the current tables.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    pub(crate) fn simd_linear_groups(&self) -> usize {
+        self.xgroups8.len()
     }
 
     /// Builds (or keeps) the tables for `sh x sw -> dh x dw`; sizes are
@@ -297,6 +309,13 @@ impl AreaResizer {
                     self.xalpha.push(a);
                 }
             }
+            hlinear_groups(
+                &self.xofs,
+                &self.xalpha,
+                xmax * CN,
+                swu * CN,
+                &mut self.xgroups8,
+            );
             self.yofs.clear();
             self.ybeta.clear();
             for dy in 0..dhu {
@@ -511,12 +530,17 @@ impl AreaResizer {
         let Self {
             xofs,
             xalpha,
+            xgroups8,
             yofs,
             ybeta,
             irow0,
             irow1,
+            isa,
             ..
         } = self;
+        let isa = *isa;
+        let hresize =
+            |s: &[u8], out: &mut [i32]| hresize(isa, s, xofs, xalpha, xgroups8, xmax, out);
         let last = src.h - 1;
         // The source rows `irow0` and `irow1` hold (none yet).
         let mut held = [usize::MAX; 2];
@@ -527,7 +551,7 @@ impl AreaResizer {
                     std::mem::swap(irow0, irow1);
                     held.swap(0, 1);
                 } else {
-                    hresize(src.row(want[0]), xofs, xalpha, xmax, irow0);
+                    hresize(src.row(want[0]), irow0);
                     held[0] = want[0];
                 }
             }
@@ -535,11 +559,11 @@ impl AreaResizer {
                 if want[1] == want[0] {
                     irow1.copy_from_slice(irow0);
                 } else {
-                    hresize(src.row(want[1]), xofs, xalpha, xmax, irow1);
+                    hresize(src.row(want[1]), irow1);
                 }
                 held[1] = want[1];
             }
-            vresize(irow0, irow1, b0, b1, sink.row(dy));
+            vresize(isa, irow0, irow1, b0, b1, sink.row(dy));
             sink.finish(dy);
         }
     }
@@ -742,9 +766,26 @@ fn crop_view(image: &[u8], height: u32, width: u32, crop: CropBox) -> Result<(&[
     Ok((&image[start..needed], stride))
 }
 
-/// `HResizeLinear<uchar, int, short, 2048>`: exact integer products.
-fn hresize(s: &[u8], xofs: &[u32], xalpha: &[[i16; 2]], xmax: usize, out: &mut [i32]) {
-    for (dx, o) in out.iter_mut().enumerate() {
+/// `HResizeLinear<uchar, int, short, 2048>`: exact integer products. With
+/// AVX2 the leading outputs covered by `groups` go through the vector kernel.
+// `groups` is only read by the AVX2 arm.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+pub(super) fn hresize(
+    isa: Isa,
+    s: &[u8],
+    xofs: &[u32],
+    xalpha: &[[i16; 2]],
+    groups: &[HLinearGroup],
+    xmax: usize,
+    out: &mut [i32],
+) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { super::simd_resize::hresize_linear_avx2(s, groups, out) },
+    };
+    for (dx, o) in out.iter_mut().enumerate().skip(done) {
         let sx = xofs[dx] as usize;
         *o = if dx < xmax {
             let [a0, a1] = xalpha[dx];
@@ -760,13 +801,20 @@ fn hresize(s: &[u8], xofs: &[u32], xalpha: &[[i16; 2]], xmax: usize, out: &mut [
 /// bits, the two products added with saturation, then rounded `(x + 2) >> 2`.
 /// OpenCV 4.10 gives this result for every element, including the short
 /// tails where the exact `(s0 * b0 + s1 * b1 + 2^21) >> 22` would differ by
-/// one (checked against `cv2.resize` on random sizes).
-fn vresize(r0: &[i32], r1: &[i32], b0: i16, b1: i16, out: &mut [u8]) {
+/// one (checked against `cv2.resize` on random sizes). With AVX2 the
+/// leading multiple of 32 elements goes through the vector kernel.
+pub(super) fn vresize(isa: Isa, r0: &[i32], r1: &[i32], b0: i16, b1: i16, out: &mut [u8]) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { super::simd_resize::vresize_linear_avx2(r0, r1, b0, b1, out) },
+    };
     let lane = |s: i32, b: i16| -> i16 {
         let s16 = (s >> 4).clamp(i32::from(i16::MIN), i32::from(i16::MAX));
         ((s16 * i32::from(b)) >> 16) as i16
     };
-    for ((o, &s0), &s1) in out.iter_mut().zip(r0).zip(r1) {
+    for ((o, &s0), &s1) in out.iter_mut().zip(r0).zip(r1).skip(done) {
         let v = lane(s0, b0).saturating_add(lane(s1, b1));
         *o = ((i32::from(v) + 2) >> 2).clamp(0, 255) as u8;
     }

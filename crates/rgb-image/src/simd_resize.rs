@@ -1,0 +1,389 @@
+//! AVX2 kernels for the `INTER_AREA` resizer's bilinear path (the one OpenCV takes when
+//! some axis is upscaled): the horizontal pass `hresize` and the vertical pass `vresize`
+//! of `resize.rs`, each giving the same integers as its portable counterpart there on
+//! the elements it handles and leaving the rest of the row to it.
+//!
+//! The horizontal pass reads each output element's two source bytes at per-element
+//! offsets. [`HLinearGroup`]s, built once per size from the same tables the portable
+//! pass reads, turn that into two 16-byte loads, one byte shuffle and one
+//! `pmaddwd` per 8 outputs. The tables are plain data, built on every target; only the
+//! kernels need x86_64.
+
+/// Eight consecutive outputs of the horizontal pass, as two halves of 4: each half
+/// reads the 16 source bytes from `base[half]` and picks its bytes with `shuffle`
+/// (the half's 16 bytes: for each output, its first byte, a zero, its second byte, a
+/// zero, i.e. the two bytes widened to `i16`); `weights` holds each output's pair of
+/// 11-bit weights in the same order, so one `pmaddwd` forms
+/// `s[i0] * w0 + s[i1] * w1` exactly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct HLinearGroup {
+    shuffle: [u8; 32],
+    weights: [i16; 16],
+    base: [u32; 2],
+}
+
+/// `pshufb` index that writes a zero byte.
+const ZERO: u8 = 0x80;
+
+/// Fills `out` with the groups for the leading outputs of a horizontal pass whose
+/// portable form is `s[xofs[dx]] * xalpha[dx][0] + s[xofs[dx] + 3] * xalpha[dx][1]` for
+/// `dx < xmax` and `s[xofs[dx]] * 2^11` after, over source rows of `row_bytes` bytes.
+/// Stops at the first group whose bytes do not fit two 16-byte windows inside the row
+/// (crops downscaled more than about 2.5x horizontally, the last few outputs of short
+/// rows); the portable pass does the rest.
+pub(crate) fn hlinear_groups(
+    xofs: &[u32],
+    xalpha: &[[i16; 2]],
+    xmax: usize,
+    row_bytes: usize,
+    out: &mut Vec<HLinearGroup>,
+) {
+    out.clear();
+    if row_bytes < 16 {
+        return;
+    }
+    let taps = |dx: usize| -> (usize, usize, [i16; 2]) {
+        let i0 = xofs[dx] as usize;
+        if dx < xmax {
+            (i0, i0 + 3, xalpha[dx])
+        } else {
+            // s * 2^11 + s * 0: the same product, as a pair.
+            (i0, i0, [1 << 11, 0])
+        }
+    };
+    'groups: for first in (0..xofs.len().min(xalpha.len()) / 8).map(|g| 8 * g) {
+        let mut group = HLinearGroup {
+            shuffle: [ZERO; 32],
+            weights: [0; 16],
+            base: [0; 2],
+        };
+        for half in 0..2 {
+            let dx0 = first + 4 * half;
+            // The window starts at the half's lowest byte, moved left where it would
+            // run past the row's end.
+            let lowest = (dx0..dx0 + 4).map(|dx| taps(dx).0).min().unwrap_or(0);
+            let base = lowest.min(row_bytes - 16);
+            for k in 0..4 {
+                let (i0, i1, w) = taps(dx0 + k);
+                if i0 < base || i1 >= base + 16 {
+                    break 'groups;
+                }
+                let at = 16 * half + 4 * k;
+                group.shuffle[at] = (i0 - base) as u8;
+                group.shuffle[at + 2] = (i1 - base) as u8;
+                group.weights[8 * half + 2 * k] = w[0];
+                group.weights[8 * half + 2 * k + 1] = w[1];
+            }
+            group.base[half] = base as u32;
+        }
+        out.push(group);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::{hresize_linear_avx2, vresize_linear_avx2};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::HLinearGroup;
+    use std::arch::x86_64::*;
+
+    /// The horizontal pass for the first `8 * groups.len()` outputs (at most
+    /// `out.len() / 8` groups) of source row `s`; returns how many outputs it wrote.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn hresize_linear_avx2(
+        s: &[u8],
+        groups: &[HLinearGroup],
+        out: &mut [i32],
+    ) -> usize {
+        let n = groups.len().min(out.len() / 8);
+        for (g, o) in groups[..n].iter().zip(out.chunks_exact_mut(8)) {
+            // Slicing checks the windows against the row, whatever the table says.
+            let lo = &s[g.base[0] as usize..g.base[0] as usize + 16];
+            let hi = &s[g.base[1] as usize..g.base[1] as usize + 16];
+            // SAFETY: each load reads the 16 bytes of a slice of that length, the
+            // shuffle and weight loads the 32 bytes of their arrays, and the store
+            // writes the 8 `i32` of `o`; the CPU has AVX2 (the caller's contract).
+            unsafe {
+                let v = _mm256_set_m128i(
+                    _mm_loadu_si128(hi.as_ptr().cast()),
+                    _mm_loadu_si128(lo.as_ptr().cast()),
+                );
+                let pairs = _mm256_shuffle_epi8(v, _mm256_loadu_si256(g.shuffle.as_ptr().cast()));
+                let w = _mm256_loadu_si256(g.weights.as_ptr().cast());
+                _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm256_madd_epi16(pairs, w));
+            }
+        }
+        8 * n
+    }
+
+    /// The vertical pass over the leading multiple of 32 elements of `out` (and of
+    /// `r0`, `r1`); returns how many it wrote. OpenCV's `VResizeLinearVec_32s8u`:
+    /// `packs(r >> 4)`, `mulhi` by the weight, saturating add, `(x + 2) >> 2` with a
+    /// saturating add (the same byte as the portable form's wider sum, as anything
+    /// at or above 32766 packs to 255 either way), `packus`; the permute undoes the
+    /// packs' interleaving of 128-bit lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn vresize_linear_avx2(
+        r0: &[i32],
+        r1: &[i32],
+        b0: i16,
+        b1: i16,
+        out: &mut [u8],
+    ) -> usize {
+        let n = out.len().min(r0.len()).min(r1.len()) / 32 * 32;
+        let (vb0, vb1) = (_mm256_set1_epi16(b0), _mm256_set1_epi16(b1));
+        let two = _mm256_set1_epi16(2);
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        // 16 elements of a row, shifted, packed to i16 and weighted.
+        let weigh = |r: &[i32], b: __m256i| -> __m256i {
+            // SAFETY: the two loads read `r`'s 16 elements; AVX2 as below.
+            unsafe {
+                let a = _mm256_loadu_si256(r.as_ptr().cast());
+                let c = _mm256_loadu_si256(r.as_ptr().add(8).cast());
+                let p = _mm256_packs_epi32(_mm256_srai_epi32::<4>(a), _mm256_srai_epi32::<4>(c));
+                _mm256_mulhi_epi16(p, b)
+            }
+        };
+        for x in (0..n).step_by(32) {
+            let (s0, s1) = (&r0[x..x + 32], &r1[x..x + 32]);
+            let v01 = _mm256_adds_epi16(weigh(&s0[..16], vb0), weigh(&s1[..16], vb1));
+            let v23 = _mm256_adds_epi16(weigh(&s0[16..], vb0), weigh(&s1[16..], vb1));
+            let round = |v| _mm256_srai_epi16::<2>(_mm256_adds_epi16(v, two));
+            let bytes = _mm256_packus_epi16(round(v01), round(v23));
+            let o = &mut out[x..x + 32];
+            // SAFETY: the store writes the 32 bytes of `o`; the CPU has AVX2.
+            unsafe {
+                _mm256_storeu_si256(
+                    o.as_mut_ptr().cast(),
+                    _mm256_permutevar8x32_epi32(bytes, order),
+                )
+            };
+        }
+        n
+    }
+}
+
+/// The AVX2 passes against the portable ones (x86_64 with AVX2 only; elsewhere there is
+/// nothing to compare, and on a CPU without AVX2 each test says so on stderr).
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::super::CropBox;
+    use super::super::resize::{AreaResizer, hresize, vresize};
+    use super::super::simd::Isa;
+    use super::hlinear_groups;
+
+    fn avx2(test: &str) -> Option<Isa> {
+        let isa = Isa::detect();
+        if isa == Isa::Scalar {
+            eprintln!("{test}: this CPU lacks AVX2, the AVX2 kernels are not tested here");
+            return None;
+        }
+        Some(isa)
+    }
+
+    /// splitmix64, as in `simd_tests`.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+            from[self.below(from.len())]
+        }
+    }
+
+    #[test]
+    fn vresize_avx2_equals_portable_on_extreme_and_random_rows() {
+        let Some(fast) = avx2("vresize") else {
+            return;
+        };
+        let mut rng = Rng(21);
+        // Around every saturation point of the 16-bit form, and the real range.
+        let special = [
+            i32::MIN,
+            i32::MAX,
+            0,
+            -1,
+            -16,
+            15,
+            16,
+            (i16::MAX as i32) << 4,
+            ((i16::MAX as i32) << 4) + 15,
+            ((i16::MAX as i32) + 1) << 4,
+            (i16::MIN as i32) << 4,
+            ((i16::MIN as i32) << 4) - 1,
+            255 << 11,
+            (255 << 11) + 1,
+        ];
+        let weights = [i16::MIN, i16::MAX, 0, 1, -1, 2048, 1024, 2047, 1];
+        for n in (0..100).chain([672, 673, 703]) {
+            for _ in 0..4 {
+                let mut row = || -> Vec<i32> {
+                    (0..n)
+                        .map(|_| match rng.below(3) {
+                            0 => rng.pick(&special),
+                            1 => rng.below(1 << 28) as i32 - (1 << 27),
+                            _ => rng.below(255 << 11) as i32,
+                        })
+                        .collect()
+                };
+                let (r0, r1) = (row(), row());
+                let b0 = match rng.below(2) {
+                    0 => rng.pick(&weights),
+                    _ => rng.next() as i16,
+                };
+                let b1 = match rng.below(2) {
+                    0 => 2048 - b0.clamp(0, 2048),
+                    _ => rng.next() as i16,
+                };
+                let (mut a, mut b) = (vec![7u8; n], vec![9u8; n]);
+                vresize(Isa::Scalar, &r0, &r1, b0, b1, &mut a);
+                vresize(fast, &r0, &r1, b0, b1, &mut b);
+                assert_eq!(a, b, "{n} elements, weights {b0} {b1}");
+            }
+        }
+    }
+
+    #[test]
+    fn hresize_avx2_equals_portable_on_random_tables() {
+        let Some(fast) = avx2("hresize") else {
+            return;
+        };
+        let mut rng = Rng(22);
+        let mut groups = Vec::new();
+        let mut covered = 0;
+        for case in 0..3000 {
+            let sw = 1 + rng.below(90);
+            let dw = 1 + rng.below(90);
+            let s: Vec<u8> = (0..3 * sw).map(|_| rng.next() as u8).collect();
+            // Source pixels rising by random steps (as the real tables do), or anywhere.
+            let step = rng.below(5);
+            let mut sx = rng.below(sw);
+            let xmax = rng.below(dw + 1);
+            let (mut xofs, mut xalpha) = (Vec::new(), Vec::new());
+            for dx in 0..dw {
+                let px = if case % 4 == 0 {
+                    rng.below(sw)
+                } else {
+                    sx = (sx + rng.below(step + 1)).min(sw - 1);
+                    sx
+                };
+                // Before `xmax` the pixel has a right neighbour.
+                let px = if dx < xmax {
+                    px.min(sw.saturating_sub(2))
+                } else {
+                    px
+                };
+                let w = [rng.next() as i16, rng.next() as i16];
+                for k in 0..3 {
+                    xofs.push((3 * px + k) as u32);
+                    xalpha.push(w);
+                }
+            }
+            let xmax = if sw < 2 { 0 } else { 3 * xmax };
+            hlinear_groups(&xofs, &xalpha, xmax, 3 * sw, &mut groups);
+            covered += groups.len();
+            let (mut a, mut b) = (vec![1i32; 3 * dw], vec![2i32; 3 * dw]);
+            hresize(Isa::Scalar, &s, &xofs, &xalpha, &[], xmax, &mut a);
+            hresize(fast, &s, &xofs, &xalpha, &groups, xmax, &mut b);
+            assert_eq!(
+                a,
+                b,
+                "{sw} -> {dw} px, xmax {xmax}, {} groups",
+                groups.len()
+            );
+        }
+        assert!(covered > 10_000, "{covered}");
+    }
+
+    /// `AreaResizer`s with each instruction set on crops that take the bilinear path.
+    fn compare(
+        resizers: &mut [AreaResizer; 2],
+        image: &[u8],
+        h: u32,
+        w: u32,
+        crop: CropBox,
+        dh: u32,
+        dw: u32,
+    ) {
+        let mut outs = [
+            vec![0u8; (dh * dw * 3) as usize],
+            vec![1u8; (dh * dw * 3) as usize],
+        ];
+        for (r, out) in resizers.iter_mut().zip(&mut outs) {
+            r.resize_crop_into(image, h, w, crop, out, dh, dw).unwrap();
+        }
+        assert_eq!(outs[0], outs[1], "{h}x{w} crop {crop:?} -> {dh}x{dw}");
+    }
+
+    #[test]
+    fn linear_resize_avx2_equals_portable_on_upscaling_crops() {
+        let Some(fast) = avx2("bilinear resize") else {
+            return;
+        };
+        let mut rng = Rng(23);
+        let (h, w) = (181u32, 237u32);
+        let image: Vec<u8> = (0..h * w * 3).map(|_| rng.next() as u8).collect();
+        let mut resizers = [
+            AreaResizer::with_isa(Isa::Scalar),
+            AreaResizer::with_isa(fast),
+        ];
+        for case in 0..400 {
+            let (hu, wu) = (h as usize, w as usize);
+            let (dh, dw) = (1 + rng.below(120), 1 + rng.below(120));
+            // Both axes up, one axis only, 1-pixel rows and columns, odd sizes.
+            let (ch, cw) = match case % 5 {
+                0 => (1 + rng.below(dh), 1 + rng.below(dw)),
+                1 => (1 + rng.below(dh), dw + rng.below(wu - dw.min(wu) + 1)),
+                2 => (dh + rng.below(hu - dh.min(hu) + 1), 1 + rng.below(dw)),
+                3 => (1, 1 + rng.below(wu)),
+                _ => (1 + rng.below(hu), 1),
+            };
+            let (dh, dw) = (dh as u32, dw as u32);
+            let (ch, cw) = (ch.min(h as usize) as u32, cw.min(w as usize) as u32);
+            let i = rng.below((h - ch + 1) as usize) as u32;
+            let j = rng.below((w - cw + 1) as usize) as u32;
+            compare(
+                &mut resizers,
+                &image,
+                h,
+                w,
+                CropBox { i, j, h: ch, w: cw },
+                dh,
+                dw,
+            );
+        }
+        // RandomResizedCrop-like cases at 224, with the vector pass covering nearly all
+        // of each row.
+        for (ch, cw) in [(150, 180), (170, 101), (97, 236), (181, 237), (5, 7)] {
+            let crop = CropBox {
+                i: h - ch,
+                j: w - cw,
+                h: ch,
+                w: cw,
+            };
+            compare(&mut resizers, &image, h, w, crop, 224, 224);
+            if cw >= 97 {
+                assert!(resizers[1].simd_linear_groups() >= 80, "{cw}");
+            }
+        }
+    }
+}
