@@ -17,7 +17,7 @@
 
 use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
 use super::simd::Isa;
-use super::simd_resize::{HLinearGroup, hlinear_groups};
+use super::simd_resize::{AreaWindows, HLinearGroup, hlinear_groups};
 use super::{CropBox, ImageError, Result, rgb_len};
 
 const CN: usize = 3;
@@ -83,6 +83,8 @@ pub struct AreaResizer {
     xpairs: usize,
     /// `xtaps`' weights for the AVX2 pass ([`pair_weights`]).
     xweights8: Vec<[f32; 8]>,
+    /// `xtaps` as the windowed AVX2 pass reads them (its leading pairs).
+    xwindows: AreaWindows,
     /// The horizontal sums of one source row, plus 2 floats of slack for
     /// the AVX2 pass's 8-lane stores.
     fbuf: Vec<f32>,
@@ -200,6 +202,7 @@ impl AreaResizer {
             xtap: 0,
             xpairs: 0,
             xweights8: Vec::new(),
+            xwindows: AreaWindows::default(),
             fbuf: Vec::new(),
             fsum: Vec::new(),
             irow0: Vec::new(),
@@ -228,6 +231,13 @@ impl AreaResizer {
     #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn simd_linear_groups(&self) -> usize {
         self.xgroups8.len()
+    }
+
+    /// The leading pairs of output pixels the windowed AVX2 area pass
+    /// handles for the current tables.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    pub(crate) fn simd_area_windows(&self) -> usize {
+        self.xwindows.pairs()
     }
 
     /// Builds (or keeps) the tables for `sh x sw -> dh x dw`; sizes are
@@ -281,6 +291,7 @@ impl AreaResizer {
                 .take_while(|t| t.iter().all(|&(off, _)| off as usize + 4 <= row_bytes))
                 .count();
             pair_weights(&self.xtaps, self.xtap, &mut self.xweights8);
+            self.xwindows.rebuild(&self.xtaps, self.xtap, row_bytes);
             self.fbuf.clear();
             self.fbuf.resize(dwu * CN + 2, 0.0);
             self.fsum.clear();
@@ -494,6 +505,7 @@ impl AreaResizer {
             xtap,
             xpairs,
             xweights8,
+            xwindows,
             ygroups,
             yweights,
             fbuf,
@@ -510,7 +522,16 @@ impl AreaResizer {
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
                 if cached != Some(sy) {
-                    hsum_area(isa, src.row(sy), xtaps, xweights8, *xtap, *xpairs, fbuf);
+                    hsum_area_row(
+                        isa,
+                        src.row(sy),
+                        xwindows,
+                        xtaps,
+                        xweights8,
+                        *xtap,
+                        *xpairs,
+                        fbuf,
+                    );
                     cached = Some(sy);
                 }
                 scale_add(isa, fsum, fbuf, beta, k > 0);
@@ -620,6 +641,65 @@ pub(super) fn hsum_area(
         }
     };
     hsum_area_scalar(s, &taps[done * ntap..], ntap, &mut buf[done * CN..]);
+}
+
+/// [`hsum_area`] with the windowed AVX2 pass first: it takes the leading
+/// pairs `windows` covers, the general AVX2 pass the rest of the first
+/// `npairs`, the portable pass what remains.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn hsum_area_row(
+    isa: Isa,
+    s: &[u8],
+    windows: &AreaWindows,
+    taps: &[(u32, f32)],
+    weights: &[[f32; 8]],
+    ntap: usize,
+    npairs: usize,
+    buf: &mut [f32],
+) {
+    let k = hsum_area_windows(isa, s, windows, weights, ntap, buf).min(npairs);
+    hsum_area(
+        isa,
+        s,
+        &taps[2 * k * ntap..],
+        &weights[k * ntap..],
+        ntap,
+        npairs - k,
+        &mut buf[6 * k..],
+    );
+}
+
+/// The leading pairs of [`hsum_area`]'s output that the windowed AVX2 pass
+/// covers (none without AVX2 or for more than 6 taps); returns how many.
+// Only the AVX2 arm reads its inputs.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+pub(super) fn hsum_area_windows(
+    isa: Isa,
+    s: &[u8],
+    windows: &AreaWindows,
+    weights: &[[f32; 8]],
+    ntap: usize,
+    buf: &mut [f32],
+) -> usize {
+    match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            use super::simd_resize::hsum_area_windows_avx2 as hsum;
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            unsafe {
+                match ntap {
+                    1 => hsum::<1>(s, windows, weights, buf),
+                    2 => hsum::<2>(s, windows, weights, buf),
+                    3 => hsum::<3>(s, windows, weights, buf),
+                    4 => hsum::<4>(s, windows, weights, buf),
+                    5 => hsum::<5>(s, windows, weights, buf),
+                    6 => hsum::<6>(s, windows, weights, buf),
+                    _ => 0,
+                }
+            }
+        }
+    }
 }
 
 /// `sum = beta * b` (first source row of an output row) or

@@ -81,12 +81,70 @@ pub(crate) fn hlinear_groups(
     }
 }
 
+/// One pair of output pixels of the area path's horizontal pass: every byte its taps
+/// read lies in the 16 source bytes from `base`, and tap `t` picks its 8 lanes (each
+/// pixel's R, G, B and a zero) with `shuffle[t]`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AreaWindow {
+    base: u32,
+}
+
+/// The area path's horizontal tables as the windowed AVX2 pass reads them: the leading
+/// pairs of output pixels whose taps fit one 16-byte window of the source row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct AreaWindows {
+    windows: Vec<AreaWindow>,
+    /// `ntap` masks per window, in tap order.
+    shuffles: Vec<[u8; 16]>,
+}
+
+impl AreaWindows {
+    /// The pairs of output pixels covered.
+    #[cfg(test)]
+    pub(crate) fn pairs(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Rebuilds the tables for `taps` (`ntap` per output pixel: byte offset of the
+    /// source pixel and weight, as `resize.rs` keeps them) over source rows of
+    /// `row_bytes` bytes, stopping at the first pair whose bytes do not fit 16 (crops
+    /// downscaled more than about 2x horizontally read wider) or that would read past
+    /// the row's end.
+    pub(crate) fn rebuild(&mut self, taps: &[(u32, f32)], ntap: usize, row_bytes: usize) {
+        self.windows.clear();
+        self.shuffles.clear();
+        if ntap == 0 || row_bytes < 16 {
+            return;
+        }
+        for pair in taps.chunks_exact(2 * ntap) {
+            let lowest = pair.iter().map(|&(off, _)| off as usize).min().unwrap_or(0);
+            let base = lowest.min(row_bytes - 16);
+            if pair
+                .iter()
+                .any(|&(off, _)| (off as usize) < base || off as usize + 3 > base + 16)
+            {
+                return;
+            }
+            let (a, b) = pair.split_at(ntap);
+            for (&(oa, _), &(ob, _)) in a.iter().zip(b) {
+                let mut mask = [ZERO; 16];
+                for c in 0..3 {
+                    mask[c] = (oa as usize + c - base) as u8;
+                    mask[4 + c] = (ob as usize + c - base) as u8;
+                }
+                self.shuffles.push(mask);
+            }
+            self.windows.push(AreaWindow { base: base as u32 });
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::{hresize_linear_avx2, vresize_linear_avx2};
+pub(crate) use avx2::{hresize_linear_avx2, hsum_area_windows_avx2, vresize_linear_avx2};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::HLinearGroup;
+    use super::{AreaWindows, HLinearGroup};
     use std::arch::x86_64::*;
 
     /// The horizontal pass for the first `8 * groups.len()` outputs (at most
@@ -119,6 +177,55 @@ mod avx2 {
             }
         }
         8 * n
+    }
+
+    /// The area path's horizontal pass for the pairs of output pixels `tables` covers
+    /// (`N` taps each; at most `(buf.len() - 2) / 6` pairs): the same `f32` products
+    /// and sums in tap order from zero as `simd::hsum_area_avx2` and the portable
+    /// pass, two pixels per vector, but each pair's source bytes come from one 16-byte
+    /// load and a byte shuffle per tap instead of two loads per tap. `weights` are
+    /// `resize::pair_weights`' vectors. Returns the pairs done; each store writes 8
+    /// floats from `6 * pair` (the last 2 are slack or the next pair's).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn hsum_area_windows_avx2<const N: usize>(
+        s: &[u8],
+        tables: &AreaWindows,
+        weights: &[[f32; 8]],
+        buf: &mut [f32],
+    ) -> usize {
+        let n = tables
+            .windows
+            .len()
+            .min(weights.len() / N)
+            .min(buf.len().saturating_sub(2) / 6)
+            .min(tables.shuffles.len() / N);
+        let compact = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
+        let shuffles = tables.shuffles[..n * N].chunks_exact(N);
+        let pairs = tables.windows[..n]
+            .iter()
+            .zip(shuffles.zip(weights[..n * N].chunks_exact(N)));
+        for (p, (win, (masks, w8))) in pairs.enumerate() {
+            // Slicing checks the window against the row, whatever the table says.
+            let bytes = &s[win.base as usize..win.base as usize + 16];
+            // SAFETY: reads the 16 bytes of `bytes`; AVX2 per the caller's contract.
+            let v = unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) };
+            let mut acc = _mm256_setzero_ps();
+            for (mask, w) in masks.iter().zip(w8) {
+                // SAFETY: `mask` is 16 bytes and `w` 8 floats.
+                unsafe {
+                    let picked = _mm_shuffle_epi8(v, _mm_loadu_si128(mask.as_ptr().cast()));
+                    let x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(picked));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(x, _mm256_loadu_ps(w.as_ptr())));
+                }
+            }
+            let out = &mut buf[6 * p..6 * p + 8];
+            // SAFETY: `out` is 8 writable floats.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_permutevar8x32_ps(acc, compact)) };
+        }
+        n
     }
 
     /// The vertical pass over the leading multiple of 32 elements of `out` (and of
@@ -176,9 +283,11 @@ mod avx2 {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::super::CropBox;
-    use super::super::resize::{AreaResizer, hresize, vresize};
+    use super::super::resize::{
+        AreaResizer, hresize, hsum_area, hsum_area_row, pair_weights, vresize,
+    };
     use super::super::simd::Isa;
-    use super::hlinear_groups;
+    use super::{AreaWindows, hlinear_groups};
 
     fn avx2(test: &str) -> Option<Isa> {
         let isa = Isa::detect();
@@ -383,6 +492,99 @@ mod tests {
             compare(&mut resizers, &image, h, w, crop, 224, 224);
             if cw >= 97 {
                 assert!(resizers[1].simd_linear_groups() >= 80, "{cw}");
+            }
+        }
+    }
+
+    #[test]
+    fn area_windows_avx2_equal_portable_on_random_tables() {
+        let Some(fast) = avx2("windowed area pass") else {
+            return;
+        };
+        let mut rng = Rng(24);
+        let mut windows = AreaWindows::default();
+        let (mut weights, mut covered) = (Vec::new(), 0);
+        for case in 0..4000 {
+            let ntap = 1 + rng.below(7);
+            let npix = 1 + rng.below(40);
+            let sw = 1 + rng.below(120);
+            let s: Vec<u8> = (0..3 * sw).map(|_| rng.next() as u8).collect();
+            // Runs of consecutive source pixels from rising starts, padded with
+            // weight-0 taps on the first (as `resize.rs` builds them), or anywhere.
+            let mut start = rng.below(sw);
+            let mut taps = Vec::new();
+            for _ in 0..npix {
+                start = (start + rng.below(3)).min(sw - 1);
+                let len = 1 + rng.below(ntap);
+                for t in 0..ntap {
+                    let px = match (case % 5, t < len) {
+                        (0, _) => rng.below(sw),
+                        (_, true) => (start + t).min(sw - 1),
+                        (_, false) => start,
+                    };
+                    let w = if t < len {
+                        rng.below(1 << 16) as f32 / 65_537.0
+                    } else {
+                        0.0
+                    };
+                    taps.push(((3 * px) as u32, w));
+                }
+            }
+            pair_weights(&taps, ntap, &mut weights);
+            windows.rebuild(&taps, ntap, 3 * sw);
+            covered += windows.pairs();
+            // The general AVX2 pass reads 4 bytes per tap: where the last pixel is
+            // read, the portable pass takes over as in `resize.rs`.
+            let npairs = taps
+                .chunks_exact(2 * ntap)
+                .take_while(|t| t.iter().all(|&(off, _)| off as usize + 4 <= 3 * sw))
+                .count();
+            let (mut a, mut b) = (vec![0f32; 3 * npix + 2], vec![0f32; 3 * npix + 2]);
+            hsum_area(Isa::Scalar, &s, &taps, &weights, ntap, npairs, &mut a);
+            hsum_area_row(fast, &s, &windows, &taps, &weights, ntap, npairs, &mut b);
+            assert!(
+                a[..3 * npix]
+                    .iter()
+                    .zip(&b[..3 * npix])
+                    .all(|(p, q)| p.to_bits() == q.to_bits()),
+                "case {case}: {ntap} taps, {npix} pixels, {sw} wide, {} windows",
+                windows.pairs()
+            );
+        }
+        assert!(covered > 20_000, "{covered}");
+    }
+
+    #[test]
+    fn area_resize_avx2_equals_portable_on_photo_sized_crops() {
+        let Some(fast) = avx2("area resize") else {
+            return;
+        };
+        let mut rng = Rng(25);
+        let (h, w) = (331u32, 497u32);
+        let image: Vec<u8> = (0..h * w * 3).map(|_| rng.next() as u8).collect();
+        let mut resizers = [
+            AreaResizer::with_isa(Isa::Scalar),
+            AreaResizer::with_isa(fast),
+        ];
+        // RandomResizedCrop's downscaling crops of a photograph, to 224 and 64, the
+        // last ones at more than twice the output width (fewer or no windows).
+        let crops = [
+            (300, 400, 224),
+            (230, 331, 224),
+            (331, 497, 224),
+            (250, 260, 64),
+        ];
+        for (k, (ch, cw, d)) in crops.into_iter().enumerate() {
+            let crop = CropBox {
+                i: h - ch,
+                j: (w - cw) / 2,
+                h: ch,
+                w: cw,
+            };
+            compare(&mut resizers, &image, h, w, crop, d, d);
+            if k < 2 {
+                let windows = resizers[1].simd_area_windows();
+                assert!(windows >= 100, "{cw} -> {d}: {windows} of 112 pairs");
             }
         }
     }
