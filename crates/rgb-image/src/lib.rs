@@ -73,6 +73,7 @@ mod kernel;
 mod libjpeg_enc;
 mod pixel_map;
 mod resize;
+mod resize_rows;
 mod simd;
 mod simd_resize;
 #[cfg(all(test, target_arch = "x86_64"))]

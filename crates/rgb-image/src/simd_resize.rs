@@ -283,9 +283,8 @@ mod avx2 {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::super::CropBox;
-    use super::super::resize::{
-        AreaResizer, hresize, hsum_area, hsum_area_row, pair_weights, vresize,
-    };
+    use super::super::resize::AreaResizer;
+    use super::super::resize_rows::{hresize, hsum_area, hsum_area_row, pair_weights, vresize};
     use super::super::simd::Isa;
     use super::{AreaWindows, hlinear_groups};
 
