@@ -1,13 +1,16 @@
 //! AVX2 kernels for the `INTER_AREA` resizer's bilinear path (the one OpenCV takes when
 //! some axis is upscaled): the horizontal pass `hresize` and the vertical pass `vresize`
-//! of `resize.rs`, each giving the same integers as its portable counterpart there on
-//! the elements it handles and leaving the rest of the row to it.
+//! of `resize_rows.rs`, each giving the same integers as its portable counterpart there
+//! on the elements it handles and leaving the rest of the row to it; and a second form
+//! of the area path's horizontal pass (`hsum_area`), with the same `f32` operations in
+//! the same order.
 //!
-//! The horizontal pass reads each output element's two source bytes at per-element
-//! offsets. [`HLinearGroup`]s, built once per size from the same tables the portable
-//! pass reads, turn that into two 16-byte loads, one byte shuffle and one
-//! `pmaddwd` per 8 outputs. The tables are plain data, built on every target; only the
-//! kernels need x86_64.
+//! The bilinear horizontal pass reads each output element's two source bytes at
+//! per-element offsets. [`HLinearGroup`]s, built once per size from the same tables the
+//! portable pass reads, turn that into two 16-byte loads, one byte shuffle and one
+//! `pmaddwd` per 8 outputs. [`AreaWindows`] do the same for the area pass: one 16-byte
+//! load per pair of output pixels and a shuffle per tap. The tables are plain data,
+//! built on every target; only the kernels need x86_64.
 
 /// Eight consecutive outputs of the horizontal pass, as two halves of 4: each half
 /// reads the 16 source bytes from `base[half]` and picks its bytes with `shuffle`
@@ -17,6 +20,8 @@
 /// `s[i0] * w0 + s[i1] * w1` exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C, align(32))]
+// Only the x86_64 kernels read the fields.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct HLinearGroup {
     shuffle: [u8; 32],
     weights: [i16; 16],
@@ -85,6 +90,7 @@ pub(crate) fn hlinear_groups(
 /// read lies in the 16 source bytes from `base`, and tap `t` picks its 8 lanes (each
 /// pixel's R, G, B and a zero) with `shuffle[t]`.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct AreaWindow {
     base: u32,
 }
@@ -92,6 +98,7 @@ pub(crate) struct AreaWindow {
 /// The area path's horizontal tables as the windowed AVX2 pass reads them: the leading
 /// pairs of output pixels whose taps fit one 16-byte window of the source row.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct AreaWindows {
     windows: Vec<AreaWindow>,
     /// `ntap` masks per window, in tap order.
