@@ -16,7 +16,7 @@
 //!   OpenCV's vector code in the vertical pass).
 
 use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
-use super::resize_rows::{hresize, hsum_area_row, sat_u8, vresize};
+use super::resize_rows::{hresize, hsum_area_row, sat_u8, scale_add_sat, vresize};
 // Also the paths `simd_tests` reaches the row passes by.
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(super) use super::resize_rows::hsum_area;
@@ -517,9 +517,16 @@ impl AreaResizer {
                     );
                     cached = Some(sy);
                 }
-                scale_add(isa, fsum, fbuf, beta, k > 0);
+                if k + 1 < betas.len() {
+                    scale_add(isa, fsum, fbuf, beta, k > 0);
+                } else {
+                    // The last row's accumulation and the rounding in one pass.
+                    scale_add_sat(isa, fsum, fbuf, beta, k > 0, sink.row(y));
+                }
             }
-            sat_u8_row(isa, fsum, sink.row(y));
+            if betas.is_empty() {
+                sat_u8_row(isa, fsum, sink.row(y));
+            }
             sink.finish(y);
         }
     }

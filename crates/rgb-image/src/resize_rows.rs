@@ -144,6 +144,30 @@ pub(super) fn scale_add(isa: Isa, sum: &mut [f32], b: &[f32], beta: f32, add: bo
     }
 }
 
+/// [`scale_add`] then [`sat_u8_row`] of the sums into `out`, for the last
+/// source row of an output row: with AVX2 in one pass over the leading
+/// multiple of 32 elements (the same `f32` values, never stored), the rest
+/// as the two separate passes.
+pub(super) fn scale_add_sat(
+    isa: Isa,
+    sum: &mut [f32],
+    b: &[f32],
+    beta: f32,
+    add: bool,
+    out: &mut [u8],
+) {
+    let done = match isa {
+        Isa::Scalar => 0,
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+        Isa::Avx2 => unsafe { super::simd_resize::scale_add_sat_avx2(sum, b, beta, add, out) },
+    };
+    // `done` is within all three lengths.
+    let n = sum.len().min(b.len());
+    scale_add(isa, &mut sum[done..n], &b[done..n], beta, add);
+    sat_u8_row(isa, &sum[done..n], &mut out[done..]);
+}
+
 /// The AVX2 horizontal pass's weight vectors: for each pair of output
 /// pixels (`ntap` taps each in `taps`) and each tap, the first pixel's
 /// weight in lanes 0-3 and the second's in lanes 4-7. Built once per table.

@@ -147,7 +147,9 @@ impl AreaWindows {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::{hresize_linear_avx2, hsum_area_windows_avx2, vresize_linear_avx2};
+pub(crate) use avx2::{
+    hresize_linear_avx2, hsum_area_windows_avx2, scale_add_sat_avx2, vresize_linear_avx2,
+};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -235,6 +237,53 @@ mod avx2 {
         n
     }
 
+    /// The area path's last accumulation of an output row and its rounding to
+    /// bytes in one pass over the leading multiple of 32 elements (of `sum`, `b`
+    /// and `out`): `beta * b` (plus `sum` when `add`), separate multiply and add as
+    /// `simd::scale_add_avx2`, then clamped to `0..=255` and converted with the
+    /// current (nearest-even) rounding as `simd::sat_u8_row_avx2`, so the same
+    /// bytes; the sums are not stored. Returns the elements done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn scale_add_sat_avx2(
+        sum: &[f32],
+        b: &[f32],
+        beta: f32,
+        add: bool,
+        out: &mut [u8],
+    ) -> usize {
+        let n = sum.len().min(b.len()).min(out.len()) / 32 * 32;
+        let k = _mm256_set1_ps(beta);
+        let (lo, hi) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0));
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for x in (0..n).step_by(32) {
+            let (d, s) = (&sum[x..x + 32], &b[x..x + 32]);
+            let round = |i: usize| -> __m256i {
+                let (d8, s8) = (&d[i..i + 8], &s[i..i + 8]);
+                // SAFETY: `d8` and `s8` are 8 floats each.
+                let (dv, sv) =
+                    unsafe { (_mm256_loadu_ps(d8.as_ptr()), _mm256_loadu_ps(s8.as_ptr())) };
+                let prod = _mm256_mul_ps(k, sv);
+                let v = if add { _mm256_add_ps(dv, prod) } else { prod };
+                _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi))
+            };
+            let lo16 = _mm256_packs_epi32(round(0), round(8));
+            let hi16 = _mm256_packs_epi32(round(16), round(24));
+            let bytes = _mm256_packus_epi16(lo16, hi16);
+            let o = &mut out[x..x + 32];
+            // SAFETY: the store writes the 32 bytes of `o`; the CPU has AVX2.
+            unsafe {
+                _mm256_storeu_si256(
+                    o.as_mut_ptr().cast(),
+                    _mm256_permutevar8x32_epi32(bytes, order),
+                )
+            };
+        }
+        n
+    }
+
     /// The vertical pass over the leading multiple of 32 elements of `out` (and of
     /// `r0`, `r1`); returns how many it wrote. OpenCV's `VResizeLinearVec_32s8u`:
     /// `packs(r >> 4)`, `mulhi` by the weight, saturating add, `(x + 2) >> 2` with a
@@ -291,7 +340,10 @@ mod avx2 {
 mod tests {
     use super::super::CropBox;
     use super::super::resize::AreaResizer;
-    use super::super::resize_rows::{hresize, hsum_area, hsum_area_row, pair_weights, vresize};
+    use super::super::resize_rows::{
+        hresize, hsum_area, hsum_area_row, pair_weights, sat_u8_row, scale_add, scale_add_sat,
+        vresize,
+    };
     use super::super::simd::Isa;
     use super::{AreaWindows, hlinear_groups};
 
@@ -591,6 +643,45 @@ mod tests {
             if k < 2 {
                 let windows = resizers[1].simd_area_windows();
                 assert!(windows >= 100, "{cw} -> {d}: {windows} of 112 pairs");
+            }
+        }
+    }
+
+    #[test]
+    fn fused_accumulate_and_round_equals_the_two_passes() {
+        let Some(fast) = avx2("scale_add_sat") else {
+            return;
+        };
+        let mut rng = Rng(26);
+        let special = [
+            f32::NAN,
+            f32::INFINITY,
+            -f32::INFINITY,
+            -0.0,
+            0.5,
+            1.5,
+            254.5,
+            255.49998,
+            255.5,
+            -0.49999997,
+            1e30,
+        ];
+        for n in (0..100).chain([672, 673, 701]) {
+            for add in [false, true] {
+                let value = |rng: &mut Rng| match rng.below(4) {
+                    0 => rng.pick(&special),
+                    1 => rng.below(600) as f32 * 0.5 - 20.0,
+                    _ => rng.below(1 << 24) as f32 / 61_000.0,
+                };
+                let start: Vec<f32> = (0..n).map(|_| value(&mut rng)).collect();
+                let b: Vec<f32> = (0..n + 2).map(|_| value(&mut rng)).collect();
+                let beta = rng.below(1000) as f32 / 999.0;
+                let (mut x, mut y) = (start.clone(), start.clone());
+                let (mut p, mut q) = (vec![3u8; n], vec![4u8; n]);
+                scale_add(Isa::Scalar, &mut x, &b, beta, add);
+                sat_u8_row(Isa::Scalar, &x, &mut p);
+                scale_add_sat(fast, &mut y, &b, beta, add, &mut q);
+                assert_eq!(p, q, "{n} values, add {add}");
             }
         }
     }
