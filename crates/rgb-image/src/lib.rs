@@ -73,8 +73,10 @@ mod kernel;
 mod libjpeg_enc;
 mod pixel_map;
 mod resize;
+mod resize_rows;
 mod scaled_idct;
 mod simd;
+mod simd_resize;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod simd_tests;
 mod synthetic;

@@ -16,12 +16,18 @@
 //!   OpenCV's vector code in the vertical pass).
 
 use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
+use super::resize_rows::{hresize, hsum_area_row, sat_u8, scale_add_sat, vresize};
+// Also the paths `simd_tests` reaches the row passes by.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(super) use super::resize_rows::hsum_area;
+pub(super) use super::resize_rows::{pair_weights, sat_u8_row, scale_add};
 use super::simd::Isa;
+use super::simd_resize::{AreaWindows, HLinearGroup, hlinear_groups};
 use super::{CropBox, ImageError, Result, rgb_len};
 
-const CN: usize = 3;
+pub(super) const CN: usize = 3;
 /// OpenCV's `INTER_RESIZE_COEF_BITS` / `INTER_RESIZE_COEF_SCALE`.
-const COEF_BITS: u32 = 11;
+pub(super) const COEF_BITS: u32 = 11;
 const COEF_SCALE: f32 = (1 << COEF_BITS) as f32;
 
 /// The terms of OpenCV's `DecimateAlpha` table for one output index: it
@@ -67,6 +73,9 @@ pub struct AreaResizer {
     xalpha: Vec<[i16; 2]>,
     yofs: Vec<u32>,
     ybeta: Vec<[i16; 2]>,
+    /// `xofs`/`xalpha` as the AVX2 horizontal pass reads them (its leading
+    /// groups of 8 outputs).
+    xgroups8: Vec<HLinearGroup>,
     /// The x table as `xtap` taps per output pixel: `(byte offset of the
     /// source pixel, weight)`, groups shorter than `xtap` padded with
     /// weight-0 taps on their first pixel. Adding `p * 0.0 = +0.0` to a
@@ -79,6 +88,8 @@ pub struct AreaResizer {
     xpairs: usize,
     /// `xtaps`' weights for the AVX2 pass ([`pair_weights`]).
     xweights8: Vec<[f32; 8]>,
+    /// `xtaps` as the windowed AVX2 pass reads them (its leading pairs).
+    xwindows: AreaWindows,
     /// The horizontal sums of one source row, plus 2 floats of slack for
     /// the AVX2 pass's 8-lane stores.
     fbuf: Vec<f32>,
@@ -99,28 +110,6 @@ impl Default for AreaResizer {
 
 fn cv_floor(x: f64) -> i64 {
     x.floor() as i64
-}
-
-/// `saturate_cast<uchar>(float)`: round half to even, clamp. Clamping
-/// first gives the same byte (the bounds are integers), and then adding and
-/// subtracting 2^23 rounds half to even in the default rounding mode: the
-/// same as `round_ties_even`, which without SSE4.1 is a libm call per pixel.
-fn sat_u8(x: f32) -> u8 {
-    const MAGIC: f32 = 8_388_608.0;
-    ((x.clamp(0.0, 255.0) + MAGIC) - MAGIC) as u8
-}
-
-/// [`sat_u8`] over `src` into `out` (the shorter length).
-pub(super) fn sat_u8_row(isa: Isa, src: &[f32], out: &mut [u8]) {
-    let done = match isa {
-        Isa::Scalar => 0,
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { super::simd::sat_u8_row_avx2(src, out) },
-    };
-    for (o, &x) in out[done..].iter_mut().zip(&src[done..]) {
-        *o = sat_u8(x);
-    }
 }
 
 /// `saturate_cast<short>(float)`.
@@ -191,10 +180,12 @@ impl AreaResizer {
             xalpha: Vec::new(),
             yofs: Vec::new(),
             ybeta: Vec::new(),
+            xgroups8: Vec::new(),
             xtaps: Vec::new(),
             xtap: 0,
             xpairs: 0,
             xweights8: Vec::new(),
+            xwindows: AreaWindows::default(),
             fbuf: Vec::new(),
             fsum: Vec::new(),
             irow0: Vec::new(),
@@ -216,6 +207,20 @@ impl AreaResizer {
     #[cfg(all(test, target_arch = "x86_64"))]
     pub(crate) fn simd_pairs(&self) -> usize {
         self.xpairs
+    }
+
+    /// The leading groups of 8 outputs the AVX2 horizontal bilinear pass
+    /// handles for the current tables.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    pub(crate) fn simd_linear_groups(&self) -> usize {
+        self.xgroups8.len()
+    }
+
+    /// The leading pairs of output pixels the windowed AVX2 area pass
+    /// handles for the current tables.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    pub(crate) fn simd_area_windows(&self) -> usize {
+        self.xwindows.pairs()
     }
 
     /// Builds (or keeps) the tables for `sh x sw -> dh x dw`; sizes are
@@ -269,6 +274,7 @@ impl AreaResizer {
                 .take_while(|t| t.iter().all(|&(off, _)| off as usize + 4 <= row_bytes))
                 .count();
             pair_weights(&self.xtaps, self.xtap, &mut self.xweights8);
+            self.xwindows.rebuild(&self.xtaps, self.xtap, row_bytes);
             self.fbuf.clear();
             self.fbuf.resize(dwu * CN + 2, 0.0);
             self.fsum.clear();
@@ -297,6 +303,13 @@ impl AreaResizer {
                     self.xalpha.push(a);
                 }
             }
+            hlinear_groups(
+                &self.xofs,
+                &self.xalpha,
+                xmax * CN,
+                swu * CN,
+                &mut self.xgroups8,
+            );
             self.yofs.clear();
             self.ybeta.clear();
             for dy in 0..dhu {
@@ -475,6 +488,7 @@ impl AreaResizer {
             xtap,
             xpairs,
             xweights8,
+            xwindows,
             ygroups,
             yweights,
             fbuf,
@@ -491,34 +505,76 @@ impl AreaResizer {
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
                 if cached != Some(sy) {
-                    hsum_area(isa, src.row(sy), xtaps, xweights8, *xtap, *xpairs, fbuf);
+                    hsum_area_row(
+                        isa,
+                        src.row(sy),
+                        xwindows,
+                        xtaps,
+                        xweights8,
+                        *xtap,
+                        *xpairs,
+                        fbuf,
+                    );
                     cached = Some(sy);
                 }
-                scale_add(isa, fsum, fbuf, beta, k > 0);
+                if k + 1 < betas.len() {
+                    scale_add(isa, fsum, fbuf, beta, k > 0);
+                } else {
+                    // The last row's accumulation and the rounding in one pass.
+                    scale_add_sat(isa, fsum, fbuf, beta, k > 0, sink.row(y));
+                }
             }
-            sat_u8_row(isa, fsum, sink.row(y));
+            if betas.is_empty() {
+                sat_u8_row(isa, fsum, sink.row(y));
+            }
             sink.finish(y);
         }
     }
 
     /// `resizeGeneric_` with `HResizeLinear<uchar, int, short>` and
-    /// `VResizeLinear` + `VResizeLinearVec_32s8u`.
+    /// `VResizeLinear` + `VResizeLinearVec_32s8u`. As in OpenCV, the two
+    /// horizontally resized rows are kept from one output row to the next
+    /// and a source row is only resized again when it was not among them:
+    /// when upscaling, most output rows reuse both, and when `sy` advances
+    /// by one the old second row becomes the first.
     fn resize_linear(&mut self, src: &View<'_>, sink: &mut dyn RowSink, xmax: usize) {
         let Self {
             xofs,
             xalpha,
+            xgroups8,
             yofs,
             ybeta,
             irow0,
             irow1,
+            isa,
             ..
         } = self;
+        let isa = *isa;
+        let hresize =
+            |s: &[u8], out: &mut [i32]| hresize(isa, s, xofs, xalpha, xgroups8, xmax, out);
         let last = src.h - 1;
+        // The source rows `irow0` and `irow1` hold (none yet).
+        let mut held = [usize::MAX; 2];
         for (dy, (&sy, &[b0, b1])) in yofs.iter().zip(ybeta.iter()).enumerate() {
-            let sy = sy as usize;
-            hresize(src.row(sy), xofs, xalpha, xmax, irow0);
-            hresize(src.row((sy + 1).min(last)), xofs, xalpha, xmax, irow1);
-            vresize(irow0, irow1, b0, b1, sink.row(dy));
+            let want = [sy as usize, (sy as usize + 1).min(last)];
+            if held[0] != want[0] {
+                if held[1] == want[0] {
+                    std::mem::swap(irow0, irow1);
+                    held.swap(0, 1);
+                } else {
+                    hresize(src.row(want[0]), irow0);
+                    held[0] = want[0];
+                }
+            }
+            if held[1] != want[1] {
+                if want[1] == want[0] {
+                    irow1.copy_from_slice(irow0);
+                } else {
+                    hresize(src.row(want[1]), irow1);
+                }
+                held[1] = want[1];
+            }
+            vresize(isa, irow0, irow1, b0, b1, sink.row(dy));
             sink.finish(dy);
         }
     }
@@ -537,111 +593,6 @@ impl View<'_> {
         let start = y * self.stride;
         &self.data[start..start + self.row]
     }
-}
-
-/// One source row weighted horizontally: `buf[dx] = sum of s[sx] * w` over
-/// the pixel's taps in table order, starting from 0 as OpenCV's buffer does.
-/// The common tap counts get their own copy with the count fixed. With
-/// AVX2 the first `npairs` pairs of pixels go through the vector kernel.
-// `npairs` is only read by the AVX2 arm.
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn hsum_area(
-    isa: Isa,
-    s: &[u8],
-    taps: &[(u32, f32)],
-    weights: &[[f32; 8]],
-    ntap: usize,
-    npairs: usize,
-    buf: &mut [f32],
-) {
-    let done = match isa {
-        Isa::Scalar => 0,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            unsafe {
-                match ntap {
-                    1 => super::simd::hsum_area_avx2::<1>(s, taps, weights, npairs, buf),
-                    2 => super::simd::hsum_area_avx2::<2>(s, taps, weights, npairs, buf),
-                    3 => super::simd::hsum_area_avx2::<3>(s, taps, weights, npairs, buf),
-                    4 => super::simd::hsum_area_avx2::<4>(s, taps, weights, npairs, buf),
-                    5 => super::simd::hsum_area_avx2::<5>(s, taps, weights, npairs, buf),
-                    6 => super::simd::hsum_area_avx2::<6>(s, taps, weights, npairs, buf),
-                    _ => return hsum_area_scalar(s, taps, ntap, buf),
-                }
-            }
-            2 * npairs
-        }
-    };
-    hsum_area_scalar(s, &taps[done * ntap..], ntap, &mut buf[done * CN..]);
-}
-
-/// `sum = beta * b` (first source row of an output row) or
-/// `sum += beta * b` (the next ones), over `sum`'s length.
-pub(super) fn scale_add(isa: Isa, sum: &mut [f32], b: &[f32], beta: f32, add: bool) {
-    match isa {
-        Isa::Scalar => {
-            for (sum, b) in sum.iter_mut().zip(b) {
-                *sum = if add { *sum + beta * b } else { beta * b };
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-        Isa::Avx2 => unsafe { super::simd::scale_add_avx2(sum, b, beta, add) },
-    }
-}
-
-/// The AVX2 horizontal pass's weight vectors: for each pair of output
-/// pixels (`ntap` taps each in `taps`) and each tap, the first pixel's
-/// weight in lanes 0-3 and the second's in lanes 4-7. Built once per table.
-pub(super) fn pair_weights(taps: &[(u32, f32)], ntap: usize, out: &mut Vec<[f32; 8]>) {
-    out.clear();
-    if ntap == 0 {
-        return;
-    }
-    for pair in taps.chunks_exact(2 * ntap) {
-        let (a, b) = pair.split_at(ntap);
-        out.extend(
-            a.iter()
-                .zip(b)
-                .map(|(&(_, wa), &(_, wb))| [wa, wa, wa, wa, wb, wb, wb, wb]),
-        );
-    }
-}
-
-/// The portable horizontal pass: one pixel at a time.
-fn hsum_area_scalar(s: &[u8], taps: &[(u32, f32)], ntap: usize, buf: &mut [f32]) {
-    match ntap {
-        2 => hsum_taps::<2>(s, taps, buf),
-        3 => hsum_taps::<3>(s, taps, buf),
-        4 => hsum_taps::<4>(s, taps, buf),
-        5 => hsum_taps::<5>(s, taps, buf),
-        _ => {
-            for (t, b) in taps.chunks_exact(ntap).zip(buf.chunks_exact_mut(CN)) {
-                b.copy_from_slice(&weigh(s, t));
-            }
-        }
-    }
-}
-
-fn hsum_taps<const N: usize>(s: &[u8], taps: &[(u32, f32)], buf: &mut [f32]) {
-    for (t, b) in taps.as_chunks::<N>().0.iter().zip(buf.chunks_exact_mut(CN)) {
-        b.copy_from_slice(&weigh(s, t));
-    }
-}
-
-/// One output pixel's horizontal sum, tap by tap in order.
-#[inline(always)]
-fn weigh(s: &[u8], taps: &[(u32, f32)]) -> [f32; CN] {
-    let mut acc = [0.0f32; CN];
-    for &(off, a) in taps {
-        let p = &s[off as usize..off as usize + CN];
-        acc[0] += f32::from(p[0]) * a;
-        acc[1] += f32::from(p[1]) * a;
-        acc[2] += f32::from(p[2]) * a;
-    }
-    acc
 }
 
 /// `resizeAreaFast_`: integer `sx x sy` blocks.
@@ -719,36 +670,6 @@ fn crop_view(image: &[u8], height: u32, width: u32, crop: CropBox) -> Result<(&[
     let stride = width as usize * CN;
     let start = crop.i as usize * stride + crop.j as usize * CN;
     Ok((&image[start..needed], stride))
-}
-
-/// `HResizeLinear<uchar, int, short, 2048>`: exact integer products.
-fn hresize(s: &[u8], xofs: &[u32], xalpha: &[[i16; 2]], xmax: usize, out: &mut [i32]) {
-    for (dx, o) in out.iter_mut().enumerate() {
-        let sx = xofs[dx] as usize;
-        *o = if dx < xmax {
-            let [a0, a1] = xalpha[dx];
-            i32::from(s[sx]) * i32::from(a0) + i32::from(s[sx + CN]) * i32::from(a1)
-        } else {
-            i32::from(s[sx]) * (1 << COEF_BITS)
-        };
-    }
-}
-
-/// `VResizeLinear` for `uchar` in OpenCV's 16-bit form: each row value is
-/// shifted down by 4, multiplied by its 11-bit weight keeping the high 16
-/// bits, the two products added with saturation, then rounded `(x + 2) >> 2`.
-/// OpenCV 4.10 gives this result for every element, including the short
-/// tails where the exact `(s0 * b0 + s1 * b1 + 2^21) >> 22` would differ by
-/// one (checked against `cv2.resize` on random sizes).
-fn vresize(r0: &[i32], r1: &[i32], b0: i16, b1: i16, out: &mut [u8]) {
-    let lane = |s: i32, b: i16| -> i16 {
-        let s16 = (s >> 4).clamp(i32::from(i16::MIN), i32::from(i16::MAX));
-        ((s16 * i32::from(b)) >> 16) as i16
-    };
-    for ((o, &s0), &s1) in out.iter_mut().zip(r0).zip(r1) {
-        let v = lane(s0, b0).saturating_add(lane(s1, b1));
-        *o = ((i32::from(v) + 2) >> 2).clamp(0, 255) as u8;
-    }
 }
 
 /// One-shot [`AreaResizer::resize_into`] on packed images (allocates the
