@@ -962,10 +962,28 @@ impl TurboDecoder {
             // SAFETY: the CPU has BMI2 (checked just above), all that
             // `decode_scan_bmi2` enables.
             return unsafe {
-                self.decode_scan_bmi2(jpeg, start, comps, scan, tables, size, restart_interval, region)
+                self.decode_scan_bmi2(
+                    jpeg,
+                    start,
+                    comps,
+                    scan,
+                    tables,
+                    size,
+                    restart_interval,
+                    region,
+                )
             };
         }
-        self.decode_scan_body(jpeg, start, comps, scan, tables, size, restart_interval, region)
+        self.decode_scan_body(
+            jpeg,
+            start,
+            comps,
+            scan,
+            tables,
+            size,
+            restart_interval,
+            region,
+        )
     }
 
     /// [`Self::decode_scan_body`] compiled with BMI2.
@@ -983,7 +1001,16 @@ impl TurboDecoder {
         restart_interval: usize,
         region: &Region,
     ) -> Result<usize> {
-        self.decode_scan_body(jpeg, start, comps, scan, tables, size, restart_interval, region)
+        self.decode_scan_body(
+            jpeg,
+            start,
+            comps,
+            scan,
+            tables,
+            size,
+            restart_interval,
+            region,
+        )
     }
 
     /// Decodes one scan's MCUs into the planes: the DC and AC coefficients
