@@ -4,6 +4,7 @@ over many epochs; distributed=True takes torchrun's environment."""
 import _thread
 import gc
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -11,6 +12,17 @@ import pytest
 from conftest import fixture
 from ffcv_rs.fields.decoders import BytesDecoder, IntDecoder
 from ffcv_rs.loader import Loader, OrderOption
+
+
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    # `_thread.interrupt_main()` does nothing while SIGINT is ignored, which is how a
+    # process started in the background by a non-interactive shell (`cmd &`) inherits it,
+    # and then Python never installs its handler; install it for each test, as an
+    # interactive run has it, and put back what was there.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def blob_loader(**kw):
