@@ -345,37 +345,8 @@ mod tests {
         vresize,
     };
     use super::super::simd::Isa;
+    use super::super::simd_tests::{Rng, avx2};
     use super::{AreaWindows, hlinear_groups};
-
-    fn avx2(test: &str) -> Option<Isa> {
-        let isa = Isa::detect();
-        if isa == Isa::Scalar {
-            eprintln!("{test}: this CPU lacks AVX2, the AVX2 kernels are not tested here");
-            return None;
-        }
-        Some(isa)
-    }
-
-    /// splitmix64, as in `simd_tests`.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-
-        fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-            from[self.below(from.len())]
-        }
-    }
 
     #[test]
     fn vresize_avx2_equals_portable_on_extreme_and_random_rows() {

@@ -14,8 +14,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// `Isa::Avx2` when this CPU runs the AVX2 kernels; otherwise says why the
-/// comparison is skipped.
-fn avx2(test: &str) -> Option<Isa> {
+/// comparison is skipped (`simd_resize`'s tests use it too).
+pub(super) fn avx2(test: &str) -> Option<Isa> {
     match Isa::detect() {
         Isa::Avx2 => Some(Isa::Avx2),
         Isa::Scalar => {
@@ -25,11 +25,12 @@ fn avx2(test: &str) -> Option<Isa> {
     }
 }
 
-/// splitmix64: reproducible inputs without a dependency.
-struct Rng(u64);
+/// splitmix64: reproducible inputs without a dependency (shared with
+/// `simd_resize`'s tests).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -37,8 +38,12 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
+    }
+
+    pub(super) fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len())]
     }
 
     fn bytes(&mut self, n: usize) -> Vec<u8> {
