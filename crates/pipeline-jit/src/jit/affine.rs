@@ -71,7 +71,12 @@ fn interval(t: f32) -> (f64, f64) {
     ((t + lo) / 2.0, (t + hi) / 2.0)
 }
 
-fn fit_row(row: &[f32], fused: bool) -> Option<Affine> {
+/// Each entry's interval of the values that round to it, `[lo, hi]`.
+type Intervals = Vec<(f64, f64)>;
+
+/// The inputs whose entry is `+0`, and each entry's rounding interval (`[0, 0]` for a
+/// `+0`); `None` for a row no line reproduces (non-finite, `-0` or `f32::MAX` entries).
+fn row_intervals(row: &[f32]) -> Option<(Vec<usize>, Intervals)> {
     if row
         .iter()
         .any(|t| !t.is_finite() || t.to_bits() == 0x8000_0000 || t.abs() == f32::MAX)
@@ -83,6 +88,11 @@ fn fit_row(row: &[f32], fused: bool) -> Option<Affine> {
         .iter()
         .map(|&t| if t == 0.0 { (0.0, 0.0) } else { interval(t) })
         .collect();
+    Some((zeros, iv))
+}
+
+fn fit_row(row: &[f32], fused: bool) -> Option<Affine> {
+    let (zeros, iv) = row_intervals(row)?;
     match zeros[..] {
         [] => fit_free(row, &iv, fused),
         [v0] => fit_through_zero(row, &iv, v0, fused),
@@ -244,18 +254,20 @@ pub(super) fn fit_shifted(bits: &[u64], rows: usize) -> Option<Vec<Shifted>> {
         .collect()
 }
 
-fn shifted_row(row: &[f32]) -> Option<Shifted> {
-    if row
-        .iter()
-        .any(|t| !t.is_finite() || t.to_bits() == 0x8000_0000 || t.abs() == f32::MAX)
-    {
+/// The zero `m0` of the line `a * v + b` on the 2^-8 grid and the shift `c = 32768 + m0`
+/// the shifted forms subtract, when `c` is exact in `f32` (then `w = (32768 + v) - c` is
+/// exact too); `None` when the zero lies outside the shifted range.
+pub(super) fn shifted_origin(a: f64, b: f64) -> Option<(f64, f64)> {
+    let m0 = (-b / a * 256.0).round() / 256.0;
+    if !(0.0..32768.0).contains(&(m0 + 16384.0)) {
         return None;
     }
-    let zeros: Vec<usize> = (0..row.len()).filter(|&v| row[v] == 0.0).collect();
-    let iv: Vec<(f64, f64)> = row
-        .iter()
-        .map(|&t| if t == 0.0 { (0.0, 0.0) } else { interval(t) })
-        .collect();
+    let c = 32768.0 + m0;
+    (f64::from(c as f32) == c).then_some((m0, c))
+}
+
+fn shifted_row(row: &[f32]) -> Option<Shifted> {
+    let (zeros, iv) = row_intervals(row)?;
     let (a, b) = match zeros[..] {
         [] => best_line(&iv)?,
         [v0] => {
@@ -264,15 +276,7 @@ fn shifted_row(row: &[f32]) -> Option<Shifted> {
         }
         _ => return None,
     };
-    // The zero of the line on the 2^-8 grid; `c` must be exact in f32 and `w` exact.
-    let m0 = (-b / a * 256.0).round() / 256.0;
-    if !(0.0..32768.0).contains(&(m0 + 16384.0)) {
-        return None;
-    }
-    let c = 32768.0 + m0;
-    if f64::from(c as f32) != c {
-        return None;
-    }
+    let (m0, c) = shifted_origin(a, b)?;
     let eps = a * m0 + b;
     let mut candidates = Vec::new();
     for da in [0i32, 1, -1] {

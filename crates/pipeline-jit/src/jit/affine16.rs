@@ -132,14 +132,7 @@ fn fit_row16(row: &[u16], fused: bool, clamp: bool) -> Option<Line16> {
         .collect::<Option<_>>()?;
     let (a, b) = super::affine::best_line(&iv)?;
     // The line's zero on the 2^-8 grid (then `c` and `w` are exact) and its value there.
-    let m0 = (-b / a * 256.0).round() / 256.0;
-    if !(0.0..32768.0).contains(&(m0 + 16384.0)) {
-        return None;
-    }
-    let c = 32768.0 + m0;
-    if f64::from(c as f32) != c {
-        return None;
-    }
+    let (m0, c) = super::affine::shifted_origin(a, b)?;
     let (a32, e32) = (a as f32, (a * m0 + b) as f32);
     // A `+0` entry sits at `w = 0` (an integer mean), where `y` is `e`: try `e = 0` too.
     let zero = row.contains(&0);

@@ -114,6 +114,18 @@ fn vflags() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 
+/// Stores per-row `f32` coefficients, row after row, in a table the compiled code keeps
+/// alive (`tables`), and returns its address for the code to load from.
+fn keep_coefficients<const N: usize>(
+    tables: &mut Vec<Box<[u8]>>,
+    rows: impl Iterator<Item = [f32; N]>,
+) -> i64 {
+    let bytes: Box<[u8]> = rows.flatten().flat_map(f32::to_ne_bytes).collect();
+    let base = bytes.as_ptr() as i64;
+    tables.push(bytes);
+    base
+}
+
 impl Gen<'_, '_> {
     /// Emit `e` for the lanes `lanes` (one emission context per lane): `t.size()` vector
     /// registers and the element type.
@@ -304,15 +316,7 @@ impl Gen<'_, '_> {
         let key = bits.as_ptr() as usize;
         if !self.lines16.contains_key(&key) {
             let fit = super::affine16::fit_table16(bits, rows, host_fma()).map(|rows| {
-                let mut bytes = Vec::with_capacity(rows.len() * 12);
-                for r in &rows {
-                    for c in [r.c, r.a, r.e] {
-                        bytes.extend_from_slice(&c.to_ne_bytes());
-                    }
-                }
-                let bytes = bytes.into_boxed_slice();
-                let base = bytes.as_ptr() as i64;
-                self.tables.push(bytes);
+                let base = keep_coefficients(self.tables, rows.iter().map(|r| [r.c, r.a, r.e]));
                 (rows, base)
             });
             tracing::debug!(rows, exact = fit.is_some(), "u8 -> f16 table as arithmetic");
@@ -380,15 +384,8 @@ impl Gen<'_, '_> {
         let key = bits.as_ptr() as usize;
         if !self.shifted.contains_key(&key) {
             let fit = super::affine::fit_shifted(bits, rows).map(|rows| {
-                let mut bytes = Vec::with_capacity(rows.len() * 16);
-                for r in &rows {
-                    for c in [r.c, r.a_hi, r.a_lo, r.e] {
-                        bytes.extend_from_slice(&c.to_ne_bytes());
-                    }
-                }
-                let bytes = bytes.into_boxed_slice();
-                let base = bytes.as_ptr() as i64;
-                self.tables.push(bytes);
+                let base =
+                    keep_coefficients(self.tables, rows.iter().map(|r| [r.c, r.a_hi, r.a_lo, r.e]));
                 (rows, base)
             });
             tracing::debug!(
@@ -528,15 +525,10 @@ impl Gen<'_, '_> {
         }
         if !self.affine.contains_key(&key) {
             let fit = super::affine::fit_table(bits, rows, host_fma()).map(|rows| {
-                let mut bytes = Vec::with_capacity(rows.len() * 16);
-                for r in &rows {
-                    for c in [r.a_hi, r.b_hi, r.a_lo, r.b_lo] {
-                        bytes.extend_from_slice(&c.to_ne_bytes());
-                    }
-                }
-                let bytes = bytes.into_boxed_slice();
-                let base = bytes.as_ptr() as i64;
-                self.tables.push(bytes);
+                let base = keep_coefficients(
+                    self.tables,
+                    rows.iter().map(|r| [r.a_hi, r.b_hi, r.a_lo, r.b_lo]),
+                );
                 (rows, base)
             });
             tracing::debug!(rows, exact = fit.is_some(), "u8 -> f32 table as arithmetic");
