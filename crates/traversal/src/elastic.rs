@@ -19,23 +19,27 @@
 //!   the same strided way.
 //! - **QuasiRandom** (pages): the pool is every rank's unconsumed tail of its own walk.
 //!   A later stint groups the pool by page (pages in order of first appearance, samples in
-//!   the walk's order), deals whole pages to the least-loaded new rank (largest page
-//!   first, lowest rank on ties) and lets each rank read its pages one after the other.
-//!   A page that an old rank had open goes to one new rank, whole: page locality is kept
-//!   (one open page per rank), at the price of less shuffling across pages in the tail.
+//!   the walk's order) and deals the pages, largest first, so that the new ranks' shares
+//!   differ by at most one sample (`dealing.rs`: whole pages where they fit, a page cut
+//!   at sample level where none does, at most `world_size - 1` cuts); each rank reads its
+//!   pages one after the other, in pool order. A page that an old rank had open goes to
+//!   one new rank, or to two when it is cut: page locality is kept (one open page per
+//!   rank), at the price of less shuffling across pages in the tail.
 //!
-//! Every rank of a stint yields the same number of samples (the longest rank's share);
-//! a shorter rank pads by repeating its share from its start, as PyTorch's
-//! `DistributedSampler` pads (a rank without samples repeats the pool). Apart from those
-//! padding entries, the samples consumed in all stints are the epoch's samples, each
-//! exactly once.
+//! Every rank of a stint yields `ceil(pool / world_size)` samples (for the first stint,
+//! the distributed order's length); a rank one short repeats its last sample (QuasiRandom)
+//! or pads from the pool's start (Sequential and Random, as PyTorch's
+//! `DistributedSampler` pads), and a rank without samples repeats one of the pool. So
+//! a stint repeats fewer than `world_size` samples. Apart from those padding entries, the
+//! samples consumed in all stints are the epoch's samples, each exactly once.
 
 use std::collections::HashMap;
 
+use crate::dealing::deal_balanced;
 use crate::distributed::Distributed;
 use crate::error::{Error, Result};
 use crate::mt19937::randperm;
-use crate::quasi_random::{QuasiRandom, deal};
+use crate::quasi_random::{QuasiRandom, pad};
 use crate::random::Random;
 use crate::sample_pages::SamplePages;
 use crate::spec::{OrderKind, OrderSpec};
@@ -226,15 +230,9 @@ impl Pool {
         let (mut shares, target) = self.split_all(world_size, pages)?;
         let mut own = std::mem::take(&mut shares[rank]);
         let own_len = own.len();
-        if own_len < target {
-            // A rank without pages repeats the pool, as QuasiRandom's distributed mode.
-            let source = if own.is_empty() {
-                self.samples.clone()
-            } else {
-                own.clone()
-            };
-            own.extend(source.iter().cycle().take(target - own_len));
-        }
+        // A rank without samples repeats one of the pool, as QuasiRandom's distributed
+        // mode; the split is by rank here, so the rank is the bin.
+        pad(&mut own, target, rank, || shares.concat());
         Ok(RankShare {
             order: own,
             own: own_len,
@@ -279,15 +277,14 @@ impl Pool {
         let mut by_size: Vec<usize> = (0..groups.len()).collect();
         // Stable: equal pages keep their order of appearance.
         by_size.sort_by_key(|&g| std::cmp::Reverse(sizes[g]));
-        let (mut bins, loads) = deal(&sizes, by_size, world_size);
-        let target = loads.into_iter().max().unwrap_or(0);
-        let shares = bins
-            .iter_mut()
-            .map(|bin| {
+        let target = self.samples.len().div_ceil(world_size);
+        let shares = deal_balanced(&sizes, &by_size, world_size)
+            .into_iter()
+            .map(|mut bin| {
                 // Each rank reads its pages in the pool's order.
                 bin.sort_unstable();
                 bin.iter()
-                    .flat_map(|&g| groups[g].iter().copied())
+                    .flat_map(|piece| groups[piece.group][piece.start..piece.end].iter().copied())
                     .collect()
             })
             .collect();

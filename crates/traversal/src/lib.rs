@@ -53,6 +53,7 @@
 //! # Ok::<(), traversal::Error>(())
 //! ```
 
+mod dealing;
 mod distributed;
 mod elastic;
 mod error;

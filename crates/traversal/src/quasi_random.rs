@@ -17,15 +17,19 @@
 //! - A sample belongs to the first page holding its data ([`SamplePages`]); samples
 //!   without any data (not written by FFCV's writer) form one extra group.
 //! - Distributed mode (FFCV raises `NotImplementedError`): each epoch the pages are
-//!   dealt out to the ranks so that every rank holds a disjoint share of the pages,
-//!   balanced by sample count; each rank walks its share as above and pads its order
-//!   to the common length by repeating it from its start (as `DistributedSampler`
-//!   pads). See [`QuasiRandom::with_distributed`].
+//!   dealt out to the ranks so that the ranks' shares differ by at most one sample
+//!   (`dealing.rs`): whole pages where they fit, a page cut at sample level where none
+//!   does, so a cut page is read by two ranks (at most `world_size - 1` cuts an epoch).
+//!   Each rank walks its share as above and pads to the common length
+//!   `ceil(samples / world_size)` by repeating its last sample, so an epoch repeats
+//!   fewer than `world_size` samples, as `DistributedSampler` pads. See
+//!   [`QuasiRandom::with_distributed`].
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use crate::TraversalOrder;
+use crate::dealing::{Piece, deal_balanced};
 use crate::distributed::Distributed;
 use crate::error::{Error, Result};
 use crate::pcg64::NumpyPcg64;
@@ -127,19 +131,21 @@ impl QuasiRandom {
     /// Only this rank's share (FFCV refuses QuasiRandom in distributed mode; we don't).
     ///
     /// Each epoch the page groups are shuffled by (seed, epoch), stably sorted by
-    /// decreasing sample count and dealt, largest first, to the least-loaded of
-    /// `world_size` bins (lowest bin on ties); the bins are then given to the ranks in
-    /// an order shuffled by (seed, epoch). Ranks thus hold disjoint pages, different
-    /// ones each epoch. Every rank yields the same number of samples, the largest bin's
-    /// count, which is the same every epoch (it depends on the page sizes only); a rank
-    /// with fewer samples repeats its order from its start, and a rank with no page at
-    /// all (more ranks than pages) repeats the epoch's samples from the first dealt page.
-    /// Across ranks every index appears every epoch.
+    /// decreasing sample count and dealt to `world_size` bins that hold
+    /// `samples / world_size` samples each, one more for the first
+    /// `samples % world_size` bins: a group goes whole to the bin with the least room
+    /// that holds it, and a group that fits no bin is cut, the bin with the most room
+    /// taking what it holds (at most `world_size - 1` cuts; the samples of a cut group
+    /// are shuffled by (seed, epoch) first). The bins are then given to the ranks in an
+    /// order shuffled by (seed, epoch). Ranks thus hold disjoint samples, and disjoint
+    /// pages apart from the cut ones, different ones each epoch.
+    ///
+    /// Every rank yields `ceil(samples / world_size)` samples: a rank one short repeats
+    /// the last sample of its walk (its page is still open), and a rank without samples
+    /// (fewer samples than ranks) repeats one of another rank. So an epoch holds every
+    /// index once plus fewer than `world_size` repeats, as `DistributedSampler`.
     pub fn with_distributed(mut self, distributed: Distributed) -> QuasiRandom {
-        let mut sizes: Vec<usize> = (0..self.num_groups()).map(|g| self.group_len(g)).collect();
-        sizes.sort_unstable_by_key(|&size| Reverse(size));
-        let (_, loads) = deal(&sizes, (0..sizes.len()).collect(), distributed.world_size());
-        let samples_per_rank = loads.into_iter().max().unwrap_or(0);
+        let samples_per_rank = self.samples.len().div_ceil(distributed.world_size());
         self.distributed = Some(DistributedShare {
             distributed,
             samples_per_rank,
@@ -170,14 +176,15 @@ impl QuasiRandom {
         &self.samples[self.starts[group]..self.starts[group + 1]]
     }
 
-    /// The buffered walk over the given groups (see the module docs).
-    fn walk(&self, groups: &[usize], rng: &mut NumpyPcg64) -> Vec<u64> {
-        // Each group's samples, shuffled, laid end to end.
-        let mut local = Vec::with_capacity(groups.iter().map(|&g| self.group_len(g)).sum());
-        let mut ranges = Vec::with_capacity(groups.len());
-        for &g in groups {
+    /// The buffered walk over the given pages (see the module docs); each slice is one
+    /// page, or the part of a cut page dealt to this rank.
+    fn walk(&self, pages: &[&[u64]], rng: &mut NumpyPcg64) -> Vec<u64> {
+        // Each page's samples, shuffled, laid end to end.
+        let mut local = Vec::with_capacity(pages.iter().map(|p| p.len()).sum());
+        let mut ranges = Vec::with_capacity(pages.len());
+        for page in pages {
             let start = local.len();
-            local.extend_from_slice(self.group(g));
+            local.extend_from_slice(page);
             rng.shuffle(&mut local[start..]);
             ranges.push((start, local.len()));
         }
@@ -188,7 +195,7 @@ impl QuasiRandom {
         let mut order = Vec::with_capacity(local.len());
         while order.len() < local.len() {
             while next_page < page_order.len() && buffer.len() < self.buffer_pages {
-                // A permutation of 0..ranges.len(), so a valid group position.
+                // A permutation of 0..ranges.len(), so a valid page position.
                 let page = page_order[next_page] as usize;
                 if ranges[page].0 < ranges[page].1 {
                     buffer.push(page);
@@ -212,32 +219,21 @@ impl QuasiRandom {
     }
 }
 
-/// Deal groups (in the given order) to the least-loaded of `bins` bins, lowest bin on
-/// ties. Returns the bins' groups and loads.
-pub(crate) fn deal(
-    sizes: &[usize],
-    groups: Vec<usize>,
-    bins: usize,
-) -> (Vec<Vec<usize>>, Vec<usize>) {
-    let mut dealt = vec![Vec::new(); bins];
-    let mut loads = vec![0usize; bins];
-    let mut heap: BinaryHeap<Reverse<(usize, usize)>> =
-        (0..bins).map(|b| Reverse((0, b))).collect();
-    for g in groups {
-        if let Some(Reverse((load, bin))) = heap.pop() {
-            dealt[bin].push(g);
-            loads[bin] = load + sizes[g];
-            heap.push(Reverse((loads[bin], bin)));
-        }
-    }
-    (dealt, loads)
+/// One epoch's dealing of the page groups to the ranks (the same on every rank: it
+/// depends on (seed, epoch) only).
+struct EpochDeal {
+    /// Each bin's pieces of groups, in dealing order.
+    bins: Vec<Vec<Piece>>,
+    /// The bin of each rank.
+    bin_of_rank: Vec<u64>,
+    /// The samples of each cut group, shuffled (its pieces index into these); the
+    /// pieces of a whole group index into the group.
+    cut: BTreeMap<usize, Vec<u64>>,
 }
 
 impl QuasiRandom {
-    /// The epoch's dealing of page groups to `world_size` ranks: the bins of groups, the
-    /// bin of each rank, and the groups in dealing order. The same on every rank: it
-    /// depends on (seed, epoch) only.
-    fn deal_epoch(&self, epoch: u64, world_size: usize) -> (Vec<Vec<usize>>, Vec<u64>, Vec<usize>) {
+    /// The epoch's dealing of page groups to `world_size` ranks.
+    fn deal_epoch(&self, epoch: u64, world_size: usize) -> EpochDeal {
         let [seed_lo, seed_hi] = split(self.seed);
         let [epoch_lo, epoch_hi] = split(epoch);
         let mut dealer = stream(&[STREAM_DEAL, seed_lo, seed_hi, epoch_lo, epoch_hi]);
@@ -247,23 +243,43 @@ impl QuasiRandom {
             .map(|g| g as usize)
             .collect();
         let sizes: Vec<usize> = (0..self.num_groups()).map(|g| self.group_len(g)).collect();
+        // Stable: equal groups keep their shuffled order.
         groups.sort_by_key(|&g| Reverse(sizes[g]));
-        let (bins, _) = deal(&sizes, groups.clone(), world_size);
+        let bins = deal_balanced(&sizes, &groups, world_size);
         let bin_of_rank = dealer.permutation(world_size);
-        (bins, bin_of_rank, groups)
+        // A cut group would otherwise split by index-list position, the same samples
+        // going together every epoch.
+        let mut cut = BTreeMap::new();
+        for piece in bins.iter().flatten() {
+            if piece.len() < sizes[piece.group] {
+                cut.entry(piece.group)
+                    .or_insert_with(|| self.group(piece.group).to_vec());
+            }
+        }
+        for samples in cut.values_mut() {
+            dealer.shuffle(samples);
+        }
+        EpochDeal {
+            bins,
+            bin_of_rank,
+            cut,
+        }
     }
 
-    /// Rank `rank`'s walk over its own pages, before any padding.
-    fn rank_walk(
-        &self,
-        epoch: u64,
-        rank: usize,
-        bins: &[Vec<usize>],
-        bin_of_rank: &[u64],
-    ) -> Vec<u64> {
+    /// The samples of one dealt piece.
+    fn piece<'a>(&'a self, deal: &'a EpochDeal, piece: &Piece) -> &'a [u64] {
+        let samples = deal
+            .cut
+            .get(&piece.group)
+            .map_or_else(|| self.group(piece.group), Vec::as_slice);
+        &samples[piece.start..piece.end]
+    }
+
+    /// Rank `rank`'s walk over its own pieces, before any padding.
+    fn rank_walk(&self, epoch: u64, rank: usize, deal: &EpochDeal) -> Vec<u64> {
         let [seed_lo, seed_hi] = split(self.seed);
         let [epoch_lo, epoch_hi] = split(epoch);
-        let my_bin = bin_of_rank[rank] as usize;
+        let my_bin = deal.bin_of_rank[rank] as usize;
         let [rank_lo, rank_hi] = split(rank as u64);
         let mut rng = stream(&[
             STREAM_RANK,
@@ -274,7 +290,11 @@ impl QuasiRandom {
             rank_lo,
             rank_hi,
         ]);
-        self.walk(&bins[my_bin], &mut rng)
+        let pieces: Vec<&[u64]> = deal.bins[my_bin]
+            .iter()
+            .map(|piece| self.piece(deal, piece))
+            .collect();
+        self.walk(&pieces, &mut rng)
     }
 
     /// The walk of every rank of the configured world in `epoch`, before padding (one
@@ -285,10 +305,31 @@ impl QuasiRandom {
             return vec![self.order(epoch)];
         };
         let world_size = share.distributed.world_size();
-        let (bins, bin_of_rank, _) = self.deal_epoch(epoch, world_size);
+        let deal = self.deal_epoch(epoch, world_size);
         (0..world_size)
-            .map(|rank| self.rank_walk(epoch, rank, &bins, &bin_of_rank))
+            .map(|rank| self.rank_walk(epoch, rank, &deal))
             .collect()
+    }
+}
+
+/// Pads `own` to `target` entries: by repeating its last samples (their pages are open at
+/// the end of the order), or, when `own` is empty, with entry `bin % len` onwards of
+/// `others` (every sample dealt, so that the bins without samples repeat different ones).
+pub(crate) fn pad(own: &mut Vec<u64>, target: usize, bin: usize, others: impl Fn() -> Vec<u64>) {
+    let missing = target.saturating_sub(own.len());
+    if missing == 0 {
+        return;
+    }
+    if own.is_empty() {
+        let others = others();
+        if others.is_empty() {
+            return;
+        }
+        let from = bin % others.len();
+        own.extend(others.iter().cycle().skip(from).take(missing));
+    } else {
+        let source: Vec<u64> = own.iter().rev().take(missing).rev().copied().collect();
+        own.extend(source.iter().cycle().take(missing));
     }
 }
 
@@ -298,13 +339,13 @@ impl TraversalOrder for QuasiRandom {
             let [seed_lo, seed_hi] = split(self.seed);
             let [epoch_lo, epoch_hi] = split(epoch);
             let mut rng = stream(&[STREAM_WALK, seed_lo, seed_hi, epoch_lo, epoch_hi]);
-            let all: Vec<usize> = (0..self.num_groups()).collect();
+            let all: Vec<&[u64]> = (0..self.num_groups()).map(|g| self.group(g)).collect();
             return self.walk(&all, &mut rng);
         };
         let world_size = share.distributed.world_size();
         let rank = share.distributed.rank();
-        let (bins, bin_of_rank, groups) = self.deal_epoch(epoch, world_size);
-        let mut order = self.rank_walk(epoch, rank, &bins, &bin_of_rank);
+        let deal = self.deal_epoch(epoch, world_size);
+        let mut order = self.rank_walk(epoch, rank, &deal);
         let target = share.samples_per_rank;
         if order.len() < target {
             tracing::debug!(
@@ -314,17 +355,14 @@ impl TraversalOrder for QuasiRandom {
                 target,
                 "QuasiRandom distributed: padding this rank's order"
             );
-            // A rank without pages repeats the epoch's samples in dealing order.
-            let source: Vec<u64> = if order.is_empty() {
-                groups
+            let bin = deal.bin_of_rank[rank] as usize;
+            pad(&mut order, target, bin, || {
+                deal.bins
                     .iter()
-                    .flat_map(|&g| self.group(g).iter().copied())
+                    .flatten()
+                    .flat_map(|piece| self.piece(&deal, piece).iter().copied())
                     .collect()
-            } else {
-                order.clone()
-            };
-            let missing = target - order.len();
-            order.extend(source.iter().cycle().take(missing));
+            });
         }
         order
     }

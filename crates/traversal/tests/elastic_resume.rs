@@ -1,7 +1,8 @@
 //! Resuming an epoch with another number of ranks delivers every sample exactly once:
 //! what the old ranks consumed plus the new ranks' own shares is the epoch, for every
 //! order, chains of stints included; the first stint is the ordinary distributed order;
-//! QuasiRandom's new shares read each page in one run.
+//! QuasiRandom's new shares read each page in one run, and each stint pads fewer
+//! samples than its world size.
 
 use std::collections::BTreeSet;
 
@@ -243,4 +244,118 @@ fn a_first_stint_of_the_wrong_world_size_is_refused() {
             .to_string(),
         "rank 2 is out of range for world size 2 (ranks are 0..2)"
     );
+}
+
+/// A QuasiRandom epoch whose first stint ran `old` ranks, interrupted after each rank
+/// consumed `consumed` samples and resumed by `new` ranks: every sample comes once, and
+/// each stint's padding is fewer than its world size. Returns the two paddings.
+fn quasi_random_stints(
+    sizes: &[usize],
+    old: usize,
+    consumed: usize,
+    new: usize,
+    seed: u64,
+) -> (usize, usize) {
+    let pages = pages_of_sizes(sizes);
+    let indices: Vec<u64> = (0..pages.num_samples()).collect();
+    let n = indices.len();
+    let spec = spec(OrderKind::QuasiRandom, seed, Some(old));
+    let epoch = ElasticEpoch {
+        spec: &spec,
+        indices: &indices,
+        pages: Some(&pages),
+        epoch: 2,
+    };
+    let first: Vec<_> = (0..old).map(|r| epoch.first_share(r).unwrap()).collect();
+    let first_length = n.div_ceil(old);
+    let first_padding: usize = first.iter().map(|s| s.order.len() - s.own).sum();
+    assert!(first.iter().all(|s| s.order.len() == first_length));
+    assert_eq!(first_padding, first_length * old - n);
+    assert!(first_padding < old);
+    let stints = [Stint {
+        world_size: old,
+        consumed,
+    }];
+    let (mut delivered, shares) = simulate(&epoch, &stints, new);
+    let pool = epoch.pool_after(&stints).unwrap();
+    let left = pool.samples().len();
+    let length = left.div_ceil(new);
+    assert_eq!(pool.samples_per_rank(new, Some(&pages)).unwrap(), length);
+    let mut padding = 0;
+    for (rank, share) in shares.iter().enumerate() {
+        assert_eq!(share.order.len(), length, "rank {rank}");
+        // Shares within one sample: `left / new`, one more for the first ranks.
+        assert_eq!(share.own, left / new + usize::from(rank < left % new));
+        if share.own > 0 && share.own < length {
+            // One short: the rank's own last sample, once more.
+            assert_eq!(share.order[share.own], share.order[share.own - 1]);
+        }
+        padding += length - share.own;
+        delivered.extend_from_slice(&share.order[..share.own]);
+    }
+    assert!(padding < new, "{padding} repeats on {new} ranks");
+    delivered.sort_unstable();
+    assert_eq!(delivered, indices, "every sample once");
+    (first_padding, padding)
+}
+
+#[test]
+fn quasi_random_elastic_stints_pad_fewer_than_their_world_size() {
+    // Fewer pages than ranks, as many, and many: the 3,080-sample 12-page shape and 40
+    // uneven pages.
+    let layouts: Vec<Vec<usize>> = vec![
+        vec![64],
+        vec![9, 9],
+        vec![13, 13, 13, 5],
+        vec![11, 11, 11, 11, 3],
+        [vec![257; 11], vec![253]].concat(),
+        (0..40).map(|i| i * 7 % 23 + 1).collect(),
+    ];
+    for sizes in &layouts {
+        let n: usize = sizes.iter().sum();
+        for (old, new) in [(4, 3), (3, 5)] {
+            let per_rank = n.div_ceil(old);
+            for consumed in [0, 1, per_rank / 3, per_rank / 2, per_rank - 1, per_rank] {
+                for seed in [0, 7] {
+                    quasi_random_stints(sizes, old, consumed, new, seed);
+                }
+            }
+        }
+    }
+    // 3,080 samples on 4 ranks, resumed by 3 half-way: 770 each consumed, 1,540 left,
+    // 514 a new rank, 2 repeats.
+    let sizes = [vec![257; 11], vec![253]].concat();
+    assert_eq!(quasi_random_stints(&sizes, 4, 385, 3, 0), (0, 2));
+    // Then resumed again by 5: a chain of stints stays exact.
+    let pages = pages_of_sizes(&sizes);
+    let indices: Vec<u64> = (0..3080).collect();
+    let spec = spec(OrderKind::QuasiRandom, 0, Some(4));
+    let epoch = ElasticEpoch {
+        spec: &spec,
+        indices: &indices,
+        pages: Some(&pages),
+        epoch: 2,
+    };
+    let stints = [
+        Stint {
+            world_size: 4,
+            consumed: 385,
+        },
+        Stint {
+            world_size: 3,
+            consumed: 100,
+        },
+    ];
+    let (mut delivered, shares) = simulate(&epoch, &stints, 5);
+    let padding: usize = shares.iter().map(|s| s.order.len() - s.own).sum();
+    assert_eq!(
+        shares[0].order.len(),
+        (3080 - 4 * 385 - 3 * 100usize).div_ceil(5)
+    );
+    assert!(padding < 5);
+    for share in &shares {
+        delivered.extend_from_slice(&share.order[..share.own]);
+    }
+    delivered.sort_unstable();
+    assert_eq!(delivered, indices);
 }

@@ -1,6 +1,7 @@
 //! QuasiRandom is deterministic for (seed, epoch), stateless, page-local (the pages it
 //! keeps open never exceed its buffer), refuses datasets without data pages as FFCV
-//! does, and in distributed mode gives ranks disjoint pages.
+//! does, and in distributed mode gives ranks disjoint samples, shares within one sample
+//! of each other and fewer than `world_size` padding repeats.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -93,38 +94,147 @@ proptest! {
     }
 
     #[test]
-    fn distributed_ranks_hold_disjoint_pages_and_constant_lengths(
-        sizes in proptest::collection::vec(1usize..20, 8..40),
-        world_size in 1usize..8,
+    fn distributed_ranks_hold_disjoint_samples_and_balanced_shares(
+        sizes in proptest::collection::vec(1usize..20, 1..40),
+        world_size in 1usize..10,
+        buffer_pages in 1usize..6,
         seed in any::<u64>(),
     ) {
         let pages = pages_of_sizes(&sizes);
         let indices = all(&pages);
-        let ranks: Vec<QuasiRandom> = (0..world_size)
-            .map(|rank| {
-                QuasiRandom::new(&indices, &pages, seed, 4)
-                    .unwrap()
-                    .with_distributed(Distributed::new(world_size, rank).unwrap())
-            })
-            .collect();
-        let length = ranks[0].samples_per_epoch();
         for epoch in 0..3 {
-            let mut owner: HashMap<u64, usize> = HashMap::new();
-            let mut covered = BTreeSet::new();
-            for (rank, order) in ranks.iter().enumerate() {
-                let epoch_order = order.order(epoch);
-                prop_assert_eq!(epoch_order.len(), length);
-                for &sample in &epoch_order {
-                    let page = pages.page_of(sample).unwrap();
-                    // More pages than ranks here, so no rank is empty and padding
-                    // repeats the rank's own samples: pages stay disjoint.
-                    prop_assert_eq!(*owner.entry(page).or_insert(rank), rank);
-                    covered.insert(sample);
-                }
+            let orders = rank_orders(&indices, &pages, seed, buffer_pages, world_size, epoch);
+            check_epoch(&indices, &pages, &orders);
+            for order in &orders {
+                // A cut page's part is one page of the rank's walk: still within the buffer.
+                let quality = shuffle_quality(order, 4, &pages, None).unwrap();
+                prop_assert!(quality.peak_open_pages <= buffer_pages);
             }
-            prop_assert_eq!(covered.len(), indices.len());
         }
     }
+}
+
+/// Every rank's order of `epoch`.
+fn rank_orders(
+    indices: &[u64],
+    pages: &SamplePages,
+    seed: u64,
+    buffer_pages: usize,
+    world_size: usize,
+    epoch: u64,
+) -> Vec<Vec<u64>> {
+    (0..world_size)
+        .map(|rank| {
+            QuasiRandom::new(indices, pages, seed, buffer_pages)
+                .unwrap()
+                .with_distributed(Distributed::new(world_size, rank).unwrap())
+                .order(epoch)
+        })
+        .collect()
+}
+
+/// What one distributed epoch must be, exactly: every rank yields `ceil(N / W)` samples;
+/// a rank's own samples are distinct and come first, and a padded rank repeats its own
+/// last sample once (with N < W, every rank yields one sample and the ranks past the N
+/// samples repeat one each); the ranks' own samples are the indices, each once; the padding is
+/// `W * ceil(N / W) - N < W` entries; and the cut pages cost fewer than W extra page
+/// reads (pages per rank, summed, minus the pages of the file). Returns the padding.
+fn check_epoch(indices: &[u64], pages: &SamplePages, orders: &[Vec<u64>]) -> usize {
+    let world_size = orders.len();
+    let length = indices.len().div_ceil(world_size);
+    let mut expected = indices.to_vec();
+    expected.sort_unstable();
+    if indices.len() < world_size {
+        // One sample a rank: the first bins hold one each, the others repeat one of them.
+        assert!(orders.iter().all(|o| o.len() == 1), "{orders:?}");
+        let seen: BTreeSet<u64> = orders.iter().flatten().copied().collect();
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), expected);
+        return world_size - indices.len();
+    }
+    let mut own_samples = Vec::new();
+    let mut padding = 0;
+    let mut page_reads = 0;
+    for order in orders {
+        assert_eq!(order.len(), length, "{orders:?}");
+        let distinct: BTreeSet<u64> = order.iter().copied().collect();
+        let own: &[u64] = if distinct.len() == order.len() {
+            order
+        } else {
+            // Padded: one repeat, of the sample before it.
+            assert_eq!(distinct.len() + 1, order.len(), "{order:?}");
+            assert!(length >= 2, "{order:?}");
+            assert_eq!(order[length - 1], order[length - 2], "{order:?}");
+            &order[..length - 1]
+        };
+        padding += order.len() - own.len();
+        own_samples.extend_from_slice(own);
+        let own_pages: BTreeSet<u64> = own.iter().map(|&s| pages.page_of(s).unwrap()).collect();
+        page_reads += own_pages.len();
+    }
+    own_samples.sort_unstable();
+    assert_eq!(own_samples, expected, "each sample once: {orders:?}");
+    assert_eq!(padding, length * world_size - indices.len());
+    assert!(padding < world_size);
+    let file_pages: BTreeSet<u64> = indices.iter().map(|&s| pages.page_of(s).unwrap()).collect();
+    assert!(
+        page_reads < file_pages.len() + world_size,
+        "{page_reads} page reads for {} pages on {world_size} ranks",
+        file_pages.len()
+    );
+    padding
+}
+
+#[test]
+fn distributed_epochs_see_every_sample_once_with_fewer_than_world_size_repeats() {
+    // For each world size: fewer pages than ranks (one page; fewer samples than ranks,
+    // too), as many pages as ranks (a short last one), and many pages (the 3,080-sample,
+    // 12-page shape, and 40 pages of uneven sizes).
+    for world_size in [2, 3, 5, 8] {
+        let layouts: Vec<Vec<usize>> = vec![
+            vec![64],
+            vec![2, 1],
+            vec![9; world_size - 1],
+            [vec![13; world_size - 1], vec![5]].concat(),
+            [vec![257; 11], vec![253]].concat(),
+            (0..40).map(|i| i * 7 % 23 + 1).collect(),
+        ];
+        for sizes in layouts {
+            let pages = pages_of_sizes(&sizes);
+            let indices = all(&pages);
+            for (seed, epoch) in [(0, 0), (5, 1), (11, 7)] {
+                let orders = rank_orders(&indices, &pages, seed, 4, world_size, epoch);
+                check_epoch(&indices, &pages, &orders);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_cases_of_the_report_no_longer_repeat_pages() {
+    // 64 samples in one page on 2 ranks: 64 positions (it was 128, rank 1 repeating
+    // everything).
+    let pages = pages_of_sizes(&[64]);
+    let orders = rank_orders(&all(&pages), &pages, 0, 14, 2, 0);
+    assert_eq!(check_epoch(&all(&pages), &pages, &orders), 0);
+    assert_eq!(orders.iter().map(Vec::len).sum::<usize>(), 64);
+    // 3,080 samples in 12 pages on 3 ranks: 3,081 positions, one repeat (it was 274).
+    let pages = pages_of_sizes(&[vec![257; 11], vec![253]].concat());
+    let orders = rank_orders(&all(&pages), &pages, 0, 14, 3, 0);
+    assert_eq!(check_epoch(&all(&pages), &pages, &orders), 1);
+    // A subset keeps to its own samples, balanced over its own count.
+    let subset: Vec<u64> = (0..3080).filter(|s| s % 3 != 0).collect();
+    let orders = rank_orders(&subset, &pages, 2, 14, 5, 3);
+    assert_eq!(check_epoch(&subset, &pages, &orders), 5 * 411 - 2053);
+}
+
+#[test]
+fn distributed_orders_are_deterministic_and_change_with_the_epoch() {
+    let pages = pages_of_sizes(&[vec![257; 11], vec![253]].concat());
+    let indices = all(&pages);
+    let a = rank_orders(&indices, &pages, 4, 6, 3, 2);
+    assert_eq!(a, rank_orders(&indices, &pages, 4, 6, 3, 2));
+    assert_ne!(a, rank_orders(&indices, &pages, 4, 6, 3, 3));
+    assert_ne!(a, rank_orders(&indices, &pages, 5, 6, 3, 2));
 }
 
 #[test]
@@ -224,18 +334,10 @@ fn a_subset_only_yields_its_own_samples() {
 fn more_ranks_than_pages_still_cover_every_sample_with_equal_lengths() {
     let pages = pages_of_sizes(&[4, 2]);
     let indices = all(&pages);
-    let orders: Vec<Vec<u64>> = (0..5)
-        .map(|rank| {
-            QuasiRandom::new(&indices, &pages, 9, 2)
-                .unwrap()
-                .with_distributed(Distributed::new(5, rank).unwrap())
-                .order(1)
-        })
-        .collect();
-    // The largest share is the 4-sample page.
-    assert!(orders.iter().all(|o| o.len() == 4), "{orders:?}");
-    let covered: BTreeSet<u64> = orders.iter().flatten().copied().collect();
-    assert_eq!(covered.into_iter().collect::<Vec<_>>(), indices);
+    let orders = rank_orders(&indices, &pages, 9, 2, 5, 1);
+    // ceil(6 / 5) = 2 each: the 4-sample page is cut, one rank repeats its sample.
+    assert!(orders.iter().all(|o| o.len() == 2), "{orders:?}");
+    assert_eq!(check_epoch(&indices, &pages, &orders), 4);
 }
 
 #[test]
