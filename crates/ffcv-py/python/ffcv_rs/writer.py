@@ -1,24 +1,52 @@
 """FFCV's ``DatasetWriter`` (``ffcv.writer``) over the Rust writer.
 
 ``DatasetWriter(fname, fields).from_indexed_dataset(dataset)`` writes ``dataset[i]`` for
-every ``i`` (each item a tuple with one value per field, in the order of ``fields``). The
-Rust writer threads ask Python for one item at a time; pages, JPEG encoding and the file
-itself are written without the GIL. With ``num_workers=1`` the file is byte-identical to
-FFCV 1.0.2's with one worker.
+every ``i`` (each item a tuple with one value per field, in the order of ``fields``);
+``from_webdataset(shards, pipeline)`` writes the samples of WebDataset shards.
+
+The dataset is read by the calling thread alone, in order: ``dataset[i]`` is never called
+from two threads at once, so a ``__getitem__`` that seeds and draws from NumPy's global
+generator (or uses any other global state) writes exactly what it returns. The Rust writer
+threads encode images (resize, JPEG) and fill pages in parallel, without the GIL. FFCV reads
+the dataset in worker processes instead; reading on one thread and encoding in parallel was
+measured to be as fast or faster for arrays and for JPEG images (docs/python.md, "Writing
+datasets"). With ``num_workers=1`` the file is byte-identical to FFCV 1.0.2's with one
+worker.
+
+A field whose class is not exactly one of the built-in classes (for instance FFCV's
+``class StringField(NDArrayField)`` that overrides ``encode``) is a custom field, written as
+FFCV writes it: type id 255, its ``to_binary()`` arguments, and whatever its
+``encode(destination, value, malloc)`` puts in its metadata row (``metadata_type``) and in
+the buffers ``malloc(size)`` returns. ``malloc``'s pointers are placeholders until the
+sample is placed in a page: store them in the metadata as 8-byte integers (as FFCV's own
+fields do, ``destination[0] = ptr`` or ``destination['ptr'] = ptr``), unchanged or offset
+within the allocations; the writer replaces them with the file addresses. ``malloc`` may be
+called any number of times per sample; the allocations of one field's sample are stored
+contiguously, in the order made.
 """
 
 import os
+import secrets
 import sys
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from . import _native
-from .fields import Field
+from .fields import (BytesField, Field, FloatField, IntField, JSONField, NDArrayField,
+                     RGBImageField, TorchTensorField)
 
 __all__ = ["DatasetWriter"]
 
-MIN_PAGE_SIZE = 1 << 21
+MIN_PAGE_SIZE = 1 << 21  # FFCV's limits on page_size: a power of two in [2 MiB, 4 GiB)
+MAX_PAGE_SIZE = 1 << 32
+
+# Exactly these classes are written natively with FFCV's type ids; any other class,
+# subclasses of these included, is a custom field (type id 255), as in FFCV's writer.
+_BUILT_IN = (IntField, FloatField, BytesField, NDArrayField, JSONField, TorchTensorField,
+             RGBImageField)
+
+_ARGS_SIZE = 1024
 
 
 class _Progress:
@@ -55,6 +83,87 @@ class _Progress:
             print(file=sys.stderr)
 
 
+def from_shard(shard: str, pipeline: Callable[[Any], Iterable[Any]]) -> Iterable[Any]:
+    """The samples of one WebDataset shard: ``pipeline(webdataset.WebDataset(shard))``."""
+    try:
+        from webdataset import WebDataset
+    except ImportError as e:
+        raise ImportError("DatasetWriter.from_webdataset needs the 'webdataset' package "
+                          "(pip install webdataset)") from e
+    return pipeline(WebDataset(shard))
+
+
+def count_samples_in_shard(shard: str, pipeline: Callable[[Any], Iterable[Any]]) -> int:
+    """How many samples ``from_shard(shard, pipeline)`` yields, by iterating: a pipeline
+    need not have a length."""
+    return sum(1 for _ in from_shard(shard, pipeline))
+
+
+def _is_custom(field: Field) -> bool:
+    return type(field) not in _BUILT_IN
+
+
+def _arguments(name: str, field: Field) -> bytes:
+    """The field's ``to_binary()`` as the 1024 bytes of its descriptor's arguments."""
+    raw = field.to_binary()
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        data = bytes(raw)
+    else:
+        # FFCV's form: a void scalar of ``ARG_TYPE`` (one field of 1024 uint8).
+        data = np.ascontiguousarray(np.asarray(raw)).tobytes()
+    if len(data) > _ARGS_SIZE:
+        raise ValueError(f"field {name!r}: to_binary() gave {len(data)} bytes, "
+                         f"a field's arguments hold {_ARGS_SIZE}")
+    return data.ljust(_ARGS_SIZE, b"\0")
+
+
+class _CustomEncoder:
+    """Calls a custom field's ``encode`` for one sample and returns what the native writer
+    takes: ``(metadata bytes, payload bytes or None, placeholder base)``."""
+
+    def __init__(self, name: str, field: Field, page_size: int, base: int):
+        for attr in ("encode", "to_binary", "metadata_type"):
+            if not hasattr(field, attr):
+                raise TypeError(
+                    f"field {name!r}: {type(field).__name__} is not one of ffcv_rs's built-in "
+                    f"fields, so it is written as a custom field through its encode, "
+                    f"to_binary and metadata_type (FFCV's Field protocol); it has no {attr}")
+        self.name = name
+        self.field = field
+        self.dtype = np.dtype(field.metadata_type)
+        self.page_size = page_size
+        self.base = base
+
+    def spec(self) -> Dict[str, Any]:
+        return {"itemsize": self.dtype.itemsize, "alignment": self.dtype.alignment,
+                "arguments": _arguments(self.name, self.field),
+                "class_name": type(self.field).__name__}
+
+    def __call__(self, value: Any):
+        destination = np.zeros(1, dtype=self.dtype)
+        buffers: List[np.ndarray] = []
+        used = 0
+
+        def malloc(size):
+            nonlocal used
+            size = int(size)
+            if size < 0:
+                raise ValueError(f"field {self.name!r}: malloc({size})")
+            if used + size > self.page_size:
+                # FFCV's allocator refuses the same; the native writer would too, later.
+                raise ValueError(f"field {self.name!r}: tried allocating {used + size} bytes "
+                                 f"for one sample but the page size is {self.page_size}")
+            ptr = self.base + used
+            buffer = np.zeros(size, dtype="<u1")
+            buffers.append(buffer)
+            used += size
+            return ptr, buffer
+
+        self.field.encode(destination, value, malloc)
+        payload = b"".join(b.tobytes() for b in buffers) if buffers else None
+        return destination.tobytes(), payload, self.base
+
+
 class DatasetWriter:
     """Writes a ``.beton`` file with ``fields`` (a mapping of names to
     :mod:`ffcv_rs.fields` instances, in order)."""
@@ -80,6 +189,43 @@ class DatasetWriter:
         self.page_size = int(page_size)
         self.num_workers = num_workers
 
+    def _write(self, items: Callable[[int], Any], num_samples: int, chunksize: int,
+               progress: bool) -> None:
+        """Writes ``items(i)`` as sample ``i``; ``items`` is called for 0, 1, … in order, on
+        this thread."""
+        fields = list(self.fields.items())
+        # Placeholder pointers (see the module documentation): a random multiple of 2**32
+        # below 2**63, so that they fit ``<u8`` and ``<i8`` and no stored value is taken
+        # for one by chance.
+        base = (secrets.randbelow((1 << 31) - 1) + 1) << 32
+        plain = []
+        specs = []
+        for name, field in fields:
+            if _is_custom(field):
+                encoder = _CustomEncoder(name, field, self.page_size, base)
+                plain.append(encoder)
+                specs.append((name, "custom", encoder.spec()))
+            else:
+                plain.append(field._plain)
+                specs.append((name, field._kind, field._writer_params()))
+
+        def get(i: int):
+            item = items(i)
+            if not isinstance(item, (tuple, list)):
+                item = (item,)
+            if len(item) != len(fields):
+                raise ValueError(f"sample {i} has {len(item)} values for {len(fields)} fields")
+            return [to_plain(value) for to_plain, value in zip(plain, item)]
+
+        bar = _Progress(num_samples, progress)
+        try:
+            _native.write_dataset(
+                self.fname, specs, get, num_samples, self.page_size,
+                0 if self.num_workers == -1 else self.num_workers, int(chunksize), bar,
+            )
+        finally:
+            bar.close()
+
     def from_indexed_dataset(
         self,
         dataset: Any,
@@ -89,7 +235,9 @@ class DatasetWriter:
         progress: bool = True,
     ) -> None:
         """Writes ``dataset[indices[i]]`` as sample ``i`` (all of ``dataset`` by default;
-        ``shuffle_indices`` shuffles them first with NumPy's global generator, as FFCV)."""
+        ``shuffle_indices`` shuffles them first with NumPy's global generator, as FFCV).
+        ``dataset[j]`` is called on this thread only, for each sample in order;
+        ``chunksize`` consecutive samples are placed in pages by one writer thread."""
         if indices is None:
             order = np.arange(len(dataset))
         else:
@@ -98,24 +246,55 @@ class DatasetWriter:
             order = order.copy()
             np.random.shuffle(order)
         order_list = [int(i) for i in order]
-        fields = list(self.fields.items())
 
-        def get(i: int):
-            item = dataset[order_list[i]]
-            if not isinstance(item, (tuple, list)):
-                item = (item,)
-            if len(item) != len(fields):
-                raise ValueError(
-                    f"dataset item {order_list[i]} has {len(item)} values for {len(fields)} fields"
-                )
-            return [field._plain(value) for (_, field), value in zip(fields, item)]
+        def item(i: int):
+            return dataset[order_list[i]]
 
-        specs = [(name, field._kind, field._writer_params()) for name, field in fields]
-        bar = _Progress(len(order_list), progress)
+        self._write(item, len(order_list), chunksize, progress)
+
+    def from_webdataset(self, shards: Iterable[str], pipeline: Callable[[Any], Iterable[Any]],
+                        chunksize: int = 100, progress: bool = True) -> None:
+        """Writes the samples of WebDataset ``shards``, as FFCV does: each shard is opened
+        as ``pipeline(webdataset.WebDataset(shard))``, its samples counted, then all are
+        written in shard order. Needs the ``webdataset`` package. The shards are read one
+        after the other on this thread (twice: to count, then to write)."""
+        shards = list(shards)
+        lengths = [count_samples_in_shard(shard, pipeline) for shard in shards]
+        samples = _ShardSamples(shards, lengths, lambda shard: from_shard(shard, pipeline))
+        self._write(samples.next, sum(lengths), chunksize, progress)
+
+
+class _ShardSamples:
+    """The samples of shards in order, checked against the counts taken before."""
+
+    def __init__(self, shards: List[str], lengths: List[int],
+                 open_shard: Callable[[str], Iterable[Any]]):
+        self.shards = shards
+        self.lengths = lengths
+        self.open_shard = open_shard
+        self.shard = -1
+        self.taken = 0
+        self.it: Optional[Iterator[Any]] = None
+
+    def _differs(self, got: str) -> ValueError:
+        shard = self.shards[self.shard]
+        return ValueError(f"shard {shard!r} gave {got} samples the second time it was read, "
+                          f"{self.lengths[self.shard]} when counted")
+
+    def next(self, i: int) -> Any:
+        while self.it is None or self.taken == self.lengths[self.shard]:
+            self.shard += 1
+            self.taken = 0
+            self.it = iter(self.open_shard(self.shards[self.shard]))
         try:
-            _native.write_dataset(
-                self.fname, specs, get, len(order_list), self.page_size,
-                0 if self.num_workers == -1 else self.num_workers, int(chunksize), bar,
-            )
-        finally:
-            bar.close()
+            sample = next(self.it)
+        except StopIteration:
+            raise self._differs(str(self.taken)) from None
+        self.taken += 1
+        if self.taken == self.lengths[self.shard] and next(self.it, _END) is not _END:
+            # Checked before the shard's last sample is handed on, so the write fails.
+            raise self._differs("more")
+        return sample
+
+
+_END = object()
