@@ -12,6 +12,10 @@
 //!   the batch alive, so a slot returns to the loader only when the last
 //!   array or tensor viewing it is garbage-collected.
 //! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable.
+//! - [`file::check_file`] validates a file for `ffcv_rs.reader.Reader`; [`image`] has
+//!   the writer's JPEG encoder and resize for `ffcv_rs.fields.rgb_image`.
+//! - [`capi`] exports `ffcv_rs.libffcv`'s C functions (FFCV's `memcpy`, `imdecode`,
+//!   `resize_crop`), called through `ctypes` and from numba-compiled code.
 //! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
 //!
 //! FFCV's API itself (`Loader`, `OrderOption`, fields, decoders, transforms,
@@ -19,10 +23,14 @@
 //! NumPy arrays or torch tensors.
 
 pub mod batch;
+pub mod capi;
 pub mod cuda;
 pub mod dlpack;
 pub mod errors;
+pub mod file;
+pub mod image;
 pub mod loader;
+pub mod sample_ids;
 pub mod spec;
 pub mod writer;
 
@@ -34,6 +42,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<batch::OutputView>()?;
     m.add_function(wrap_pyfunction!(writer::write_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(file::check_file, m)?)?;
+    m.add_function(wrap_pyfunction!(image::encode_jpeg, m)?)?;
+    m.add_function(wrap_pyfunction!(image::downscale, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

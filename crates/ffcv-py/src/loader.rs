@@ -6,9 +6,9 @@
 //! stopped first, which joins its producer and page readers, so the loader is usable again.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use ffcv::format::FieldType;
+use ffcv::format::{FieldType, ReaderOptions};
 use ffcv::{DecoderChoice, EpochIter, Loader, Order};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -24,6 +24,24 @@ struct Running {
     iter: EpochIter<'static>,
 }
 
+/// A Python `TraversalOrder`'s orders, pushed by `ffcv_rs/loader.py` before each epoch
+/// starts (`push_order`). The facade asks for an epoch's order from its own threads;
+/// calling back into Python there could wait for the GIL while the thread holding it waits
+/// for the loader's lock, so Python computes the order first and hands it over.
+#[derive(Default)]
+struct PushedOrder {
+    orders: Mutex<HashMap<u64, Arc<Vec<u64>>>>,
+}
+
+impl ffcv::traversal::TraversalOrder for PushedOrder {
+    fn order(&self, epoch: u64) -> Vec<u64> {
+        let orders = lock(&self.orders);
+        // Python pushes every epoch it starts (and epoch 0 at construction, for the
+        // length); an epoch it did not push runs empty rather than another epoch's order.
+        orders.get(&epoch).map(|o| o.to_vec()).unwrap_or_default()
+    }
+}
+
 /// The native loader. Build it through `ffcv_rs.loader.Loader`.
 #[pyclass(frozen, module = "ffcv_rs._native", name = "Loader")]
 pub struct NativeLoader {
@@ -31,6 +49,19 @@ pub struct NativeLoader {
     running: Mutex<Option<Running>>,
     /// Ids handed out by `start_epoch`.
     epochs_started: Mutex<u64>,
+    /// The orders of a Python `TraversalOrder` (order `"CUSTOM"`), else `None`.
+    pushed: Option<Arc<PushedOrder>>,
+}
+
+/// Reader options with FFCV's `custom_fields`: `{name: (metadata itemsize, alignment)}`
+/// of each field a Python `Field` class decodes. The native loader only needs their
+/// metadata layout to open the file; their pipelines run in Python.
+pub fn reader_options(custom_fields: Option<HashMap<String, (u64, u64)>>) -> ReaderOptions {
+    let mut options = ReaderOptions::new();
+    for (name, (itemsize, alignment)) in custom_fields.unwrap_or_default() {
+        options = options.custom_field(name, itemsize, alignment);
+    }
+    options
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -49,7 +80,8 @@ impl NativeLoader {
         paths, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
         prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
-        cuda_device=None, page_cache_dir=None, page_cache_size=None
+        cuda_device=None, page_cache_dir=None, page_cache_size=None, custom_order=None,
+        custom_fields=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -80,11 +112,21 @@ impl NativeLoader {
         cuda_device: Option<usize>,
         page_cache_dir: Option<String>,
         page_cache_size: Option<u64>,
+        custom_order: Option<Vec<u64>>,
+        custom_fields: Option<HashMap<String, (u64, u64)>>,
     ) -> PyResult<NativeLoader> {
+        let mut pushed = None;
         let order = match order {
             "SEQUENTIAL" => Order::Sequential,
             "RANDOM" => Order::Random,
             "QUASI_RANDOM" => Order::QuasiRandom,
+            "CUSTOM" => {
+                let p = Arc::new(PushedOrder::default());
+                // Epoch 0's order is needed for the length before any epoch starts.
+                lock(&p.orders).insert(0, Arc::new(custom_order.unwrap_or_default()));
+                pushed = Some(Arc::clone(&p));
+                Order::Custom(p)
+            }
             other => {
                 return Err(errors::config(
                     py,
@@ -93,8 +135,11 @@ impl NativeLoader {
             }
         };
         // Opened here (once: the builder takes it) to see the fields' types.
+        let options = reader_options(custom_fields);
         let dataset = py
-            .detach(|| ffcv::Dataset::open_shards(&paths))
+            .detach(|| {
+                ffcv::Dataset::open_shards_with(&paths, &options, &ffcv::RemoteConfig::default())
+            })
             .map_err(|e| errors::from_ffcv(py, e))?;
         let reader = std::sync::Arc::clone(&dataset.reader);
         let mut b = Loader::builder(reader.path())
@@ -169,7 +214,24 @@ impl NativeLoader {
             loader: Mutex::new(loader),
             running: Mutex::new(None),
             epochs_started: Mutex::new(0),
+            pushed,
         })
+    }
+
+    /// Hands over a Python `TraversalOrder`'s order for `epoch` (order `"CUSTOM"` only).
+    fn push_order(&self, py: Python<'_>, epoch: u64, ids: Vec<u64>) -> PyResult<()> {
+        let Some(p) = &self.pushed else {
+            return Err(errors::config(
+                py,
+                "push_order: this loader's order is not a custom TraversalOrder",
+            ));
+        };
+        let mut orders = lock(&p.orders);
+        // Keep epoch 0 (the length) and the few most recent: an epoch's order is read
+        // when it starts, and a long run must not keep every epoch's.
+        orders.retain(|&e, _| e == 0 || e + 4 > epoch);
+        orders.insert(epoch, Arc::new(ids));
+        Ok(())
     }
 
     /// Batches per epoch.
@@ -249,35 +311,16 @@ impl NativeLoader {
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
     /// over (or was stopped). Waits with the GIL released.
     fn next_batch(&self, py: Python<'_>, id: u64) -> PyResult<Option<Vec<OutputView>>> {
-        let next = py.detach(|| {
-            let mut running = lock(&self.running);
-            match running.as_mut() {
-                Some(r) if r.id == id => Ok(r.iter.next()),
-                _ => Err(()),
-            }
-        });
-        let next = match next {
-            Ok(n) => n,
-            Err(()) => return Ok(None),
-        };
-        let result = match next {
-            None => {
-                self.stop(py, id);
-                Ok(None)
-            }
-            Some(Ok(batch)) => Ok(Some(views(batch))),
-            Some(Err(e)) => {
-                self.stop(py, id);
-                Err(errors::from_ffcv(py, e))
-            }
-        };
-        // A Ctrl-C that arrived during the wait: end the epoch cleanly, then raise it.
-        if let Err(interrupt) = py.check_signals() {
-            drop(result);
-            self.stop(py, id);
-            return Err(interrupt);
-        }
-        result
+        Ok(self.next_batch_ids(py, id)?.map(|(views, _)| views))
+    }
+
+    /// As `next_batch`, with the batch's sample ids (for operations that take `indices`).
+    fn next_batch_with_ids(
+        &self,
+        py: Python<'_>,
+        id: u64,
+    ) -> PyResult<Option<(Vec<OutputView>, Vec<u64>)>> {
+        self.next_batch_ids(py, id)
     }
 
     /// Stops epoch `id` if it is still the running one: its producer and page readers are
@@ -339,6 +382,46 @@ impl NativeLoader {
 }
 
 impl NativeLoader {
+    /// The next batch of epoch `id` with its sample ids; see `next_batch`.
+    fn next_batch_ids(
+        &self,
+        py: Python<'_>,
+        id: u64,
+    ) -> PyResult<Option<(Vec<OutputView>, Vec<u64>)>> {
+        let next = py.detach(|| {
+            let mut running = lock(&self.running);
+            match running.as_mut() {
+                Some(r) if r.id == id => Ok(r.iter.next()),
+                _ => Err(()),
+            }
+        });
+        let next = match next {
+            Ok(n) => n,
+            Err(()) => return Ok(None),
+        };
+        let result = match next {
+            None => {
+                self.stop(py, id);
+                Ok(None)
+            }
+            Some(Ok(batch)) => {
+                let ids = batch.sample_ids().to_vec();
+                Ok(Some((views(batch), ids)))
+            }
+            Some(Err(e)) => {
+                self.stop(py, id);
+                Err(errors::from_ffcv(py, e))
+            }
+        };
+        // A Ctrl-C that arrived during the wait: end the epoch cleanly, then raise it.
+        if let Err(interrupt) = py.check_signals() {
+            drop(result);
+            self.stop(py, id);
+            return Err(interrupt);
+        }
+        result
+    }
+
     fn stop(&self, py: Python<'_>, id: u64) {
         // The lock is taken without the GIL (another thread's `next_batch` holds it while it
         // waits for a batch), and released before the epoch's threads are joined.

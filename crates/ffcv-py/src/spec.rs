@@ -84,6 +84,7 @@ fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<std::sync::Arc<dy
     use std::sync::Arc;
     Ok(match name {
         "IntDecoder" => Arc::new(IntDecoder),
+        "SampleIdDecoder" => Arc::new(crate::sample_ids::SampleIdDecoder),
         "FloatDecoder" => Arc::new(FloatDecoder),
         "BytesDecoder" => Arc::new(BytesDecoder),
         "JSONDecoder" => Arc::new(JsonDecoder),

@@ -1,6 +1,8 @@
 """ffcv_rs: FFCV's data loader API over the ffcv-rs Rust loader.
 
-Migrating from FFCV means replacing ``ffcv`` by ``ffcv_rs`` in the imports::
+Migrating from FFCV means replacing ``ffcv`` by ``ffcv_rs`` in the imports: every public
+module and name of FFCV 1.0.2 is importable at the same path (``docs/python.md`` lists
+what each does here)::
 
     from ffcv_rs.loader import Loader, OrderOption
     from ffcv_rs.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
@@ -10,16 +12,19 @@ Batches share the loader's memory (no copy): NumPy arrays, or torch tensors when
 pipeline has ``ToTensor`` and torch is installed. torch is imported only then.
 """
 
-from .errors import BadFileError, ConfigError, DecodeError, FFCVError
+from .errors import BadFileError, ConfigError, DecodeError, FFCVError, ImageSizeError
 from .loader import Loader, OrderOption
+from .writer import DatasetWriter
 
 __version__ = "0.1.0"
 __all__ = [
     "Loader",
     "OrderOption",
+    "DatasetWriter",
     "FFCVError",
     "BadFileError",
     "ConfigError",
     "DecodeError",
+    "ImageSizeError",
     "__version__",
 ]

@@ -2,7 +2,7 @@
 
 from typing import Optional
 
-__all__ = ["FFCVError", "BadFileError", "ConfigError", "DecodeError"]
+__all__ = ["FFCVError", "BadFileError", "ConfigError", "DecodeError", "ImageSizeError"]
 
 
 class FFCVError(Exception):
@@ -15,6 +15,11 @@ class BadFileError(FFCVError):
 
 class ConfigError(FFCVError, ValueError):
     """The loader's or the writer's settings are refused (also a ``ValueError``)."""
+
+
+class ImageSizeError(ConfigError, TypeError):
+    """``SimpleRGBImageDecoder`` over images of several sizes: a ``ConfigError`` that is
+    also the ``TypeError`` FFCV raises there."""
 
 
 class DecodeError(FFCVError):

@@ -13,8 +13,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .fields.decoders import CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder
-from .loader import Loader, OrderOption
+from ..fields.decoders import CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder
+from ..loader import Loader, OrderOption
 
 
 def _decoders(specs: List[str]) -> Dict[str, Optional[list]]:

@@ -1,0 +1,87 @@
+"""One epoch of a :class:`ffcv_rs.loader.Loader` (FFCV's ``ffcv.loader.epoch_iterator``).
+
+The Rust loader prepares batches ahead on its own threads; ``__next__`` waits for the
+next one with the GIL released, then runs the outputs' Python steps (if any) on the
+calling thread. Starting another epoch ends this one; freeing the iterator (the end of a
+``for`` loop, an exception in its body) stops the epoch and joins its threads.
+"""
+
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, Tuple
+
+import numpy as np
+
+from .._compat import torch_module
+from ..pipeline.compiler import Compiler
+from ..traversal_order.quasi_random import QuasiRandom
+from ..utils import chunks
+
+if TYPE_CHECKING:
+    from .loader import Loader
+
+__all__ = ["EpochIterator", "select_buffer", "IS_CUDA", "QUASIRANDOM_ERROR_MSG",
+           "Compiler", "QuasiRandom", "chunks"]
+
+QUASIRANDOM_ERROR_MSG = (
+    "Not enough memory for the process cache: try order=OrderOption.QUASI_RANDOM, a "
+    "smaller batches_ahead, or max_memory"
+)
+
+
+def _cuda_available() -> bool:
+    torch = torch_module()
+    return bool(torch is not None and torch.cuda.is_available())
+
+
+IS_CUDA = _cuda_available()
+
+
+def select_buffer(buffer: Any, batch_slot: int, count: int) -> Any:
+    """FFCV's helper: the first ``count`` samples of slot ``batch_slot`` of a buffer of
+    ``[slots, batch, ...]`` (or of each in a tuple)."""
+    if buffer is None:
+        return None
+    if isinstance(buffer, tuple):
+        return tuple(select_buffer(x, batch_slot, count) for x in buffer)
+    return buffer[batch_slot][:count]
+
+
+class EpochIterator:
+    """One epoch; see the module docs."""
+
+    def __init__(self, loader: "Loader", order: Sequence[int] = ()):
+        self._loader = loader
+        self._native = loader._native
+        self._plans = loader._output_plans
+        self._torch = loader._torch
+        self._with_ids = loader._needs_indices
+        self._id = self._native.start_epoch()
+
+    def __iter__(self) -> "EpochIterator":
+        return self
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __next__(self) -> Tuple[Any, ...]:
+        if self._with_ids:
+            got = self._native.next_batch_with_ids(self._id)
+            if got is None:
+                raise StopIteration
+            views, ids = got
+            indices = np.asarray(ids, dtype=np.uint64)
+        else:
+            views = self._native.next_batch(self._id)
+            if views is None:
+                raise StopIteration
+            indices = None
+        torch = self._torch
+        return tuple(plan.make(views, indices, torch) for plan in self._plans)
+
+    def close(self) -> None:
+        """Stops the epoch now (held batches stay valid)."""
+        self._native.stop_epoch(self._id)
+
+    def __del__(self) -> None:
+        native = getattr(self, "_native", None)
+        if native is not None:
+            native.stop_epoch(self._id)

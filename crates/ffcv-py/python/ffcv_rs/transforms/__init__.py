@@ -1,0 +1,34 @@
+"""FFCV's transforms (``ffcv.transforms``) for ffcv_rs pipelines.
+
+``NormalizeImage``, ``RandomHorizontalFlip``, ``Cutout``, ``RandomTranslate``,
+``Squeeze``, ``Convert`` and ``ReplaceLabel`` run in the Rust loader, fused and compiled
+with the decoder, on the worker threads, wherever they come before any operation of the
+user's. ``ToTensor``, ``ToTorchImage``, ``ToDevice`` and ``View`` only change how a batch is
+handed over. The others (``RandomResizedCrop``, ``ImageMixup``, ``LabelMixup``,
+``MixupToOneHot``, ``Poison``, ``RandomBrightness``, ``RandomContrast``,
+``RandomSaturation``), operations of the user's (FFCV's ``Operation`` protocol) and any
+Python callable run on the whole batch on the consumer's thread, compiled by numba when
+it is installed; so does every operation after them. ``docs/python.md`` lists which run
+where.
+"""
+
+from .color_jitter import RandomBrightness, RandomContrast, RandomSaturation
+from .common import Squeeze
+from .cutout import Cutout
+from .flip import RandomHorizontalFlip
+from .mixup import ImageMixup, LabelMixup, MixupToOneHot
+from .module import ModuleWrapper
+from .normalize import NormalizeImage
+from .ops import Convert, ToDevice, ToTensor, ToTorchImage, View
+from .poisoning import Poison
+from .random_resized_crop import RandomResizedCrop
+from .replace_label import ReplaceLabel
+from .translate import RandomTranslate
+from ..pipeline.operation import Operation
+
+__all__ = [
+    "ToTensor", "ToDevice", "ToTorchImage", "NormalizeImage", "Convert", "Squeeze", "View",
+    "RandomResizedCrop", "RandomHorizontalFlip", "RandomTranslate", "Cutout",
+    "ImageMixup", "LabelMixup", "MixupToOneHot", "Poison", "ReplaceLabel", "ModuleWrapper",
+    "RandomBrightness", "RandomContrast", "RandomSaturation", "Operation",
+]

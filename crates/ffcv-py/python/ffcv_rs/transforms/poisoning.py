@@ -1,0 +1,57 @@
+"""FFCV's ``Poison`` (``ffcv.transforms.poisoning``): blend a mask into chosen images."""
+
+from dataclasses import replace
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..pipeline.allocation_query import AllocationQuery
+from ..pipeline.compiler import Compiler
+from ..pipeline.operation import Operation
+from ..pipeline.state import State
+
+__all__ = ["Poison", "AllocationQuery", "Compiler", "Operation", "State"]
+
+
+class Poison(Operation):
+    """For every sample whose id is in ``indices``: ``x * (1 - alpha) + mask * alpha``
+    per pixel (``alpha`` an ``[H, W]`` opacity, ``mask`` an ``[H, W, 3]`` image), clamped
+    to ``clamp`` and stored back as the image's dtype (truncated, as FFCV). Runs in Python
+    (numba-compiled when numba is installed), after the Rust pipeline."""
+
+    def __init__(self, mask: np.ndarray, alpha: np.ndarray, indices: Sequence[int],
+                 clamp: Tuple[float, float] = (0, 255)):
+        super().__init__()
+        self.mask = np.asarray(mask)
+        self.alpha = np.asarray(alpha)
+        if self.mask.ndim != 3 or self.mask.shape[2] != 3 or self.alpha.shape != self.mask.shape[:2]:
+            raise ValueError(f"Poison: mask {self.mask.shape} must be [H, W, 3] and alpha [H, W], "
+                             f"got alpha {self.alpha.shape}")
+        self.indices = np.sort(np.asarray(indices, dtype=np.int64).reshape(-1))
+        self.clamp = (float(clamp[0]), float(clamp[1]))
+
+    def generate_code(self) -> Callable:
+        alpha = np.repeat(self.alpha[:, :, None].astype(np.float64), 3, axis=2)
+        keep = 1 - alpha
+        overlay = self.mask.astype(np.float64) * alpha
+        targets = self.indices
+        low, high = self.clamp
+        loop = Compiler.get_iterator()
+
+        def poison(images, scratch, indices):
+            for i in loop(images.shape[0]):
+                at = np.searchsorted(targets, indices[i])
+                if at < targets.shape[0] and targets[at] == indices[i]:
+                    work = scratch[i]
+                    work[:] = images[i]
+                    work[:] = np.minimum(np.maximum(work * keep + overlay, low), high)
+                    images[i] = work
+            return images
+
+        poison.is_parallel = True
+        poison.with_indices = True
+        return poison
+
+    def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
+        return (replace(previous_state, jit_mode=True),
+                AllocationQuery(tuple(previous_state.shape), np.dtype("float32")))

@@ -1,0 +1,1 @@
+"""FFCV's transform helpers (``ffcv.transforms.utils``)."""
