@@ -22,7 +22,36 @@ use crate::decode::PipelineSpec;
 use crate::error::{Error, Result};
 
 /// The newest state format this build writes and reads.
-pub const STATE_FORMAT_VERSION: u32 = 1;
+///
+/// - 1: the first format.
+/// - 2: the same keys; distributed QuasiRandom and the elastic page split deal the ranks
+///   shares within one sample of each other (cutting pages where needed) instead of whole
+///   pages. A format-1 state whose epoch consumed batches of such a dealing is refused
+///   with a message that says so; every other format-1 state resumes exactly.
+pub const STATE_FORMAT_VERSION: u32 = 2;
+
+/// The first format whose QuasiRandom dealing is this build's.
+const BALANCED_QUASI_RANDOM_VERSION: u32 = 2;
+
+/// Whether `state`'s epoch consumed batches whose order came from a QuasiRandom page
+/// dealing of a format older than this build's: a distributed first stint, or a later
+/// (elastic) stint, of QuasiRandom that consumed batches. Their rank orders cannot be
+/// computed again, so neither can the samples left. A one-process QuasiRandom walk, the
+/// other orders, and a state at the start of its epoch do not depend on the dealing.
+fn dealing_changed(state: &LoaderState) -> bool {
+    if state.format_version >= BALANCED_QUASI_RANDOM_VERSION
+        || state.order.kind != OrderKind::QuasiRandom.name()
+    {
+        return false;
+    }
+    let consumed = |s: &StintState| s.batches_consumed.first().is_some_and(|&b| b > 0);
+    match state.stints.split_first() {
+        None => false,
+        Some((first, later)) => {
+            (state.order.distributed && consumed(first)) || later.iter().any(consumed)
+        }
+    }
+}
 
 /// Where a loader is in its run: the epoch, and inside it the batches every rank has
 /// consumed, with what identifies the file, the order and the batching, so that a state
@@ -598,6 +627,16 @@ fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<Epo
             "the state was saved over other indices ({} ids, sha256 {}); this loader has \
              {} ids, sha256 {}",
             state.indices.count, state.indices.sha256, mine.indices.count, mine.indices.sha256
+        )));
+    }
+    if dealing_changed(state) {
+        return Err(refuse(format!(
+            "the state was saved by an older ffcv (state format {}), whose distributed \
+             QuasiRandom dealt whole pages to the ranks; this build deals shares within one \
+             sample of each other, so the rest of epoch {} cannot be computed again. Finish \
+             the epoch with the build that saved the state, or resume from a state taken \
+             between epochs",
+            state.format_version, state.epoch
         )));
     }
     if target.pipelines && state.pipelines != mine.pipelines {

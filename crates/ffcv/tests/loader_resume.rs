@@ -439,7 +439,8 @@ fn a_chain_of_resumes_with_three_world_sizes_delivers_each_sample_once() {
     let next_state = next_state.unwrap();
     assert_eq!(next_state.stint_world_sizes(), vec![2, 3]);
     let (_, rest) = resumed(builder(kind, None, false, KNOBS), next_state);
-    // Padding repeats samples; every sample must come, and repeats are rare.
+    // No stint ran into its padding (each stops before its end, and the last has one
+    // rank), so every sample comes exactly once.
     let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
     for b in delivered.iter().flatten().chain(rest.iter()) {
         for &id in &b.ids {
@@ -447,6 +448,61 @@ fn a_chain_of_resumes_with_three_world_sizes_delivers_each_sample_once() {
         }
     }
     assert_eq!(counts.len() as u64, SAMPLES);
+    assert!(counts.values().all(|&c| c == 1), "{counts:?}");
+}
+
+/// `state` as format 1 wrote it: the same keys, the version 1.
+fn as_format_1(state: &LoaderState) -> LoaderState {
+    let old = edited(state, "\"format_version\": 2", "\"format_version\": 1");
+    let old = LoaderState::from_json(&old).unwrap();
+    assert_eq!(old.format_version(), 1);
+    old
+}
+
+#[test]
+fn format_1_states_resume_exactly_unless_they_consumed_an_old_quasi_random_dealing() {
+    let path = dataset().display().to_string();
+    // Mid-epoch, distributed QuasiRandom: refused, with the same or another world size.
+    let mut a = builder(OrderKind::QuasiRandom, Some((2, 0)), true, KNOBS)
+        .seed(SEED)
+        .build()
+        .unwrap();
+    let (_, state) = stop_after(&mut a, EPOCH, 2);
+    let expected = format!(
+        "{path}: cannot resume from this loader state: the state was saved by an older ffcv \
+         (state format 1), whose distributed QuasiRandom dealt whole pages to the ranks; \
+         this build deals shares within one sample of each other, so the rest of epoch 1 \
+         cannot be computed again. Finish the epoch with the build that saved the state, or \
+         resume from a state taken between epochs"
+    );
+    for world in [Some((2, 1)), Some((3, 0)), None] {
+        let b = builder(OrderKind::QuasiRandom, world, true, KNOBS);
+        assert_eq!(refusal(b, as_format_1(&state)), expected, "{world:?}");
+    }
+    // The same state between epochs resumes: the epoch has not consumed a dealing.
+    let between = as_format_1(&a.state());
+    let loader = builder(OrderKind::QuasiRandom, Some((2, 0)), true, KNOBS)
+        .resume(between)
+        .build()
+        .unwrap();
+    assert_eq!(loader.next_epoch(), EPOCH + 1);
+
+    // Mid-epoch Random (distributed) and one-process QuasiRandom: exact, as format 2.
+    for (kind, world) in [
+        (OrderKind::Random, Some((2, 1))),
+        (OrderKind::QuasiRandom, None),
+    ] {
+        let mut a = builder(kind, world, true, KNOBS)
+            .seed(SEED)
+            .build()
+            .unwrap();
+        let full = whole_epoch(&mut a, EPOCH);
+        let (_, state) = stop_after(&mut a, EPOCH, 3);
+        let (b, rest) = resumed(builder(kind, world, true, KNOBS), as_format_1(&state));
+        assert_eq!(rest, full[3..], "{kind:?}");
+        // The resumed loader's states are written in this build's format.
+        assert_eq!(b.state().format_version(), 2);
+    }
 }
 
 #[test]
@@ -615,14 +671,14 @@ fn a_state_that_does_not_fit_is_refused_with_a_clear_error() {
     );
     let newer = LoaderState::from_json(&edited(
         &state,
-        "\"format_version\": 1",
         "\"format_version\": 2",
+        "\"format_version\": 3",
     ))
     .unwrap_err()
     .to_string();
     assert_eq!(
         newer,
-        "loader state: format version 2 was written by a newer ffcv; this build reads versions up to 1"
+        "loader state: format version 3 was written by a newer ffcv; this build reads versions up to 2"
     );
     let skewed = edited(
         &state,
