@@ -108,12 +108,10 @@ fn distributed_ranks_together_cover_the_dataset() {
                     .seed(3)
                     .build()
                     .unwrap();
-                // Every rank yields the same number of samples: ceil(N / world) for
-                // DistributedSampler's orders, the largest page share for QuasiRandom.
+                // Every rank yields the same number of samples, ceil(N / world), for
+                // every order (QuasiRandom's shares are within one sample of each other).
                 let per_rank = loader.order(0).len();
-                if !matches!(order, Order::QuasiRandom) {
-                    assert_eq!(per_rank, (N as usize).div_ceil(world));
-                }
+                assert_eq!(per_rank, (N as usize).div_ceil(world), "{order:?}");
                 if let Some(first) = lengths.first() {
                     assert_eq!(per_rank, *first, "{order:?}: equal shares");
                 }
@@ -129,11 +127,9 @@ fn distributed_ranks_together_cover_the_dataset() {
                 N,
                 "{order:?} os_cache={os_cache}: ranks cover all"
             );
-            if !matches!(order, Order::QuasiRandom) {
-                // Padding to a multiple of the world size repeats a few samples, no more.
-                let padding = (N as usize).div_ceil(world) * world - N as usize;
-                assert_eq!(all.len(), N as usize + padding);
-            }
+            // Padding to a multiple of the world size repeats a few samples, no more.
+            let padding = (N as usize).div_ceil(world) * world - N as usize;
+            assert_eq!(all.len(), N as usize + padding, "{order:?}");
         }
     }
 }
