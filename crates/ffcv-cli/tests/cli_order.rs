@@ -179,10 +179,31 @@ fn quasi_random_is_a_deterministic_permutation_and_covers_ranks() {
         lengths.push(share.len());
         covered.extend(share);
     }
-    assert!(lengths.iter().all(|&l| l == lengths[0]), "{lengths:?}");
+    // ceil(40 / 3) = 14 each: 42 positions, 2 repeats.
+    assert_eq!(lengths, vec![14, 14, 14]);
+    assert_eq!(covered.len(), 42);
     covered.sort_unstable();
     covered.dedup();
     assert_eq!(covered, (0..40).collect::<Vec<u64>>());
+
+    // --schedule: what each rank's epoch costs the process cache. The 7 data pages are
+    // read once each, plus at most one read per page cut between two ranks (2 at most).
+    let mut reads = 0;
+    for rank in ["0", "1", "2"] {
+        let mut rank_args = vec!["order"];
+        rank_args.extend_from_slice(&args);
+        rank_args.extend(["--world-size", "3", "--rank", rank, "--schedule"]);
+        let report = ffcv(rank_args).json();
+        assert_eq!(report["samples"], 14, "{report}");
+        assert!(
+            report["distinct_samples"].as_u64().unwrap() >= 13,
+            "{report}"
+        );
+        assert_eq!(report["batch_size"], 7, "{report}");
+        assert!(report["slots"].as_u64().unwrap() >= 1, "{report}");
+        reads += report["pages_read"].as_u64().unwrap();
+    }
+    assert!((7..=9).contains(&reads), "{reads} page reads");
 }
 
 #[test]

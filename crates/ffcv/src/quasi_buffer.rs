@@ -59,6 +59,52 @@ pub struct BufferSizing {
     pub fits: bool,
 }
 
+/// What one epoch's order costs the process cache on one rank, by the page schedule of
+/// its batches (FFCV's rules, `page_cache::PageSchedule`) with no page kept from an
+/// earlier epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochPages {
+    /// Slots the schedule needs: the most pages alive at once.
+    pub slots: usize,
+    /// Pages the epoch reads: each page its batches touch, once (a page stays in its
+    /// slot from its first batch to its last).
+    pub pages_read: usize,
+}
+
+/// The schedule cost of an epoch whose order is `samples`, cut into batches of
+/// `batch_size` (the last partial one dropped with `drop_last`), pages read up to
+/// `prefetch_ahead` batches ahead.
+pub fn epoch_pages(
+    reader: &Reader,
+    samples: &[u64],
+    batch_size: usize,
+    drop_last: bool,
+    prefetch_ahead: usize,
+) -> EpochPages {
+    let map = reader.page_map();
+    let batch_size = batch_size.max(1);
+    let mut pages_in_batch: Vec<Vec<u64>> = samples
+        .chunks(batch_size)
+        .map(|batch| {
+            let mut pages: Vec<u64> = batch
+                .iter()
+                .flat_map(|&s| map.pages_of_sample(s).iter().copied())
+                .collect();
+            pages.sort_unstable();
+            pages.dedup();
+            pages
+        })
+        .collect();
+    if drop_last && !samples.len().is_multiple_of(batch_size) {
+        pages_in_batch.pop();
+    }
+    let schedule = PageSchedule::compute(&pages_in_batch, prefetch_ahead);
+    EpochPages {
+        slots: schedule.num_slots,
+        pages_read: schedule.pages.len(),
+    }
+}
+
 impl QuasiPlan<'_> {
     /// Slots the schedules of epochs `0..PROBE_EPOCHS` need at most with a buffer of
     /// `buffer_pages`, plus the margin.
@@ -70,26 +116,17 @@ impl QuasiPlan<'_> {
             ..OrderSpec::new(OrderKind::QuasiRandom, self.batch_size)
         };
         let order = spec.build(self.indices.to_vec(), Some(self.pages))?;
-        let map = self.reader.page_map();
         let mut most = 0;
         for epoch in 0..PROBE_EPOCHS {
             let samples = order.order(epoch);
-            let mut pages_in_batch: Vec<Vec<u64>> = samples
-                .chunks(self.batch_size.max(1))
-                .map(|batch| {
-                    let mut pages: Vec<u64> = batch
-                        .iter()
-                        .flat_map(|&s| map.pages_of_sample(s).iter().copied())
-                        .collect();
-                    pages.sort_unstable();
-                    pages.dedup();
-                    pages
-                })
-                .collect();
-            if self.drop_last && samples.len() % self.batch_size.max(1) != 0 {
-                pages_in_batch.pop();
-            }
-            most = most.max(PageSchedule::compute(&pages_in_batch, self.prefetch_ahead).num_slots);
+            let cost = epoch_pages(
+                self.reader,
+                &samples,
+                self.batch_size,
+                self.drop_last,
+                self.prefetch_ahead,
+            );
+            most = most.max(cost.slots);
         }
         Ok(most + (most / 8).max(MIN_MARGIN_SLOTS))
     }

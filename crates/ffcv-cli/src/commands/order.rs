@@ -16,6 +16,11 @@
 //! from the state (`ffcv bench --resume`, `LoaderBuilder::resume`) delivers it; the
 //! order, seed and batch size default to the saved run's; indices must be the saved run's.
 //!
+//! `--schedule` prints, instead of the order, what it costs the process cache on this
+//! rank: one JSON object with the samples (and how many distinct), the page slots the
+//! epoch's page schedule needs and the pages it reads (FFCV's schedule, pages read up to
+//! 3 batches ahead, no page kept from an earlier epoch; as `ffcv::quasi_buffer` plans it).
+//!
 //! `--indices FILE` restricts the order to a subset: either a JSON array of sample ids
 //! (`[3, 1, 4]`) or plain text with sample ids separated by whitespace, usually one per
 //! line. Ids may repeat (each occurrence is visited), and must be below the number of
@@ -116,6 +121,12 @@ pub struct OrderArgs {
     /// `ffcv bench --save-state`) instead of a whole epoch.
     #[arg(long, value_name = "STATE.json", conflicts_with = "epoch")]
     pub resume: Option<PathBuf>,
+
+    /// Print what the order costs the process cache instead of the order: a JSON object
+    /// with `samples`, `distinct_samples`, `slots` (page slots its schedule needs) and
+    /// `pages_read` (prefetching 3 batches ahead, no page kept from an earlier epoch).
+    #[arg(long)]
+    pub schedule: bool,
 }
 
 /// What can go wrong in `ffcv order` beyond opening the file.
@@ -250,8 +261,18 @@ fn sized_buffer(
     Ok(sizing.buffer_pages)
 }
 
-/// Computes the order `args` describe (the sample ids of the epoch on this rank).
-pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
+/// The order `args` describe (the sample ids of the epoch on this rank), the reader it
+/// was computed over, its batch size and QuasiRandom's buffer (`None` for the other
+/// orders).
+type Computed = (
+    Vec<u64>,
+    std::sync::Arc<beton_io::Reader>,
+    usize,
+    Option<usize>,
+);
+
+/// Computes the order `args` describe, with what `--schedule` needs to cost it.
+pub fn compute(args: &OrderArgs) -> Result<Computed, Box<dyn std::error::Error + Send + Sync>> {
     let reader = crate::dataset_args::open(&args.file, &args.more)
         .map_err(CliError::from)?
         .reader;
@@ -335,18 +356,46 @@ pub fn compute(args: &OrderArgs) -> Result<Vec<u64>, Box<dyn std::error::Error +
         })
     });
     tracing::debug!(?spec, samples = indices.len(), "ffcv order");
+    let quasi_buffer = (kind == OrderKind::QuasiRandom).then_some(buffer_pages);
     if let Some(state) = &state {
-        return Ok(state.remaining_order(&reader, &spec, &indices, batch_size)?);
+        let order = state.remaining_order(&reader, &spec, &indices, batch_size)?;
+        return Ok((order, reader, batch_size, quasi_buffer));
     }
     let order = spec.build(indices, pages.as_ref()).map_err(order_error)?;
-    Ok(order.order(args.epoch))
+    Ok((order.order(args.epoch), reader, batch_size, quasi_buffer))
+}
+
+/// The `--schedule` report of an order.
+fn schedule_report(
+    order: &[u64],
+    reader: &beton_io::Reader,
+    batch_size: usize,
+    buffer_pages: Option<usize>,
+) -> serde_json::Value {
+    let cost = ffcv::quasi_buffer::epoch_pages(reader, order, batch_size, false, 3);
+    let distinct: std::collections::HashSet<u64> = order.iter().copied().collect();
+    serde_json::json!({
+        "samples": order.len(),
+        "distinct_samples": distinct.len(),
+        "slots": cost.slots,
+        "pages_read": cost.pages_read,
+        "batch_size": batch_size,
+        "buffer_pages": buffer_pages,
+    })
 }
 
 /// Runs `ffcv order`: prints the order as one JSON array on standard output.
 pub fn run(args: &OrderArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let order = compute(args)?;
+    let (order, reader, batch_size, buffer_pages) = compute(args)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    if args.schedule {
+        let report = schedule_report(&order, &reader, batch_size, buffer_pages);
+        writeln!(out, "{report}")
+            .and_then(|()| out.flush())
+            .map_err(CliError::Stdout)?;
+        return Ok(());
+    }
     let mut write = || -> std::io::Result<()> {
         out.write_all(b"[")?;
         for (i, index) in order.iter().enumerate() {
