@@ -108,6 +108,7 @@ class Reader:
         offset = HeaderType.itemsize + self.field_descriptors.nbytes
         if self.num_samples == 0:
             self.metadata = np.zeros(0, dtype=self.metadata_type)
+            self.metadata.setflags(write=False)
         else:
             self.metadata = np.memmap(self._fname, dtype=self.metadata_type, mode="r",
                                       offset=offset, shape=(self.num_samples,))
@@ -117,6 +118,7 @@ class Reader:
         count = (os.path.getsize(self._fname) - offset) // ALLOC_TABLE_TYPE.itemsize
         if count <= 0:
             self.alloc_table = np.zeros(0, dtype=ALLOC_TABLE_TYPE)
+            self.alloc_table.setflags(write=False)
         else:
             self.alloc_table = np.memmap(self._fname, dtype=ALLOC_TABLE_TYPE, mode="r",
                                          offset=offset, shape=(count,))

@@ -38,7 +38,8 @@ class BytesDecoder(Operation):
 
         def decode_bytes(indices, destination, metadata, storage_state):
             for i in loop(indices.shape[0]):
-                data = mem_read(metadata[indices[i]]["ptr"], storage_state)
+                entry = metadata[indices[i]]
+                data = mem_read(entry["ptr"], storage_state)[: entry["size"]]
                 copy(data, destination[i])
                 destination[i, data.shape[0]:] = 0
             return destination[: indices.shape[0]]

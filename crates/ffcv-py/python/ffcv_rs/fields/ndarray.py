@@ -39,10 +39,11 @@ class NDArrayDecoder(Operation):
         mem_read = self.memory_read
         copy = Compiler.compile(memcpy)
         loop = Compiler.get_iterator()
+        nbytes = int(self.field.element_size)
 
         def decode_arrays(indices, destination, metadata, storage_state):
             for i in loop(indices.shape[0]):
-                data = mem_read(metadata[indices[i]], storage_state)
+                data = mem_read(metadata[indices[i]], storage_state)[:nbytes]
                 copy(data, destination[i].view(np.uint8))
             return destination[: indices.shape[0]]
 

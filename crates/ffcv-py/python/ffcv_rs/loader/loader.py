@@ -297,8 +297,9 @@ class Loader:
         first_order = None
         if custom_order is not None:
             if seed is None:
+                # The order may read it before the Rust loader exists: drawn here, as FFCV
+                # draws it (a state's seed still replaces it on resume).
                 seed = int(np.random.randint(0, np.iinfo(np.int32).max))
-                self._seed_given = True
             self.seed_ = seed
             self._custom_order = custom_order(self, **(order_kwargs or {})) \
                 if isinstance(custom_order, type) else custom_order
@@ -589,6 +590,9 @@ class Loader:
             index = None if native is None else native[0]
             plans.append(OutputPlan(name, index, hand, steps, metadata, storage, self.batch_size_))
             spec = self._native_args["pipelines"].get(name) if native is not None else None
+            if native is not None and spec is None and self._reader is not None:
+                # A field left to its default pipeline: the field's default decoder.
+                spec = [(self._reader.handlers[name].get_decoder_class()._native_name, {})]
             code.append((name, tuple(n for n, _ in (spec or [])), tuple(s.code for s in steps)))
         self._output_plans = plans
         self._needs_indices = any(p.needs_indices for p in plans)

@@ -47,7 +47,10 @@ class MemoryManager(ABC):
     def __init__(self, reader: Reader):
         self.reader = reader
         table = reader.alloc_table
-        order = np.argsort(table["ptr"], kind="stable")
+        # By address, and at one address the largest allocation first: a zero-length
+        # allocation may share its address with the next one, and `memory_read` finds the
+        # first entry at an address (decoders then cut the bytes to the sample's length).
+        order = np.lexsort((-table["size"].astype(np.int64), table["ptr"]))
         self.ptrs = np.ascontiguousarray(table["ptr"][order], dtype=np.uint64)
         self.sizes = np.ascontiguousarray(table["size"][order], dtype=np.uint64)
         self._pages: Any = None

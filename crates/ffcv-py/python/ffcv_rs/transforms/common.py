@@ -33,6 +33,7 @@ class Squeeze(Operation):
                 return inp.squeeze(*dims) if dims else inp.squeeze()
             return np.squeeze(inp, axis=dims if dims else None)
 
+        squeeze._ffcv_rs_python = True  # NumPy or torch, not compiled
         return squeeze
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:

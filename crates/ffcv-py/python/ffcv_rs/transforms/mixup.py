@@ -116,6 +116,7 @@ class MixupToOneHot(Operation):
             out[rows, mixed[:, 1].long()] = 1 - lam
             return out
 
+        one_hot._ffcv_rs_python = True  # NumPy or torch, not compiled
         return one_hot
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:

@@ -24,6 +24,7 @@ class ModuleWrapper(Operation):
         def apply_module(inp, _dst):
             return module(inp)
 
+        apply_module._ffcv_rs_python = True  # NumPy or torch, not compiled
         return apply_module
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:

@@ -42,6 +42,7 @@ class ToTensor(Operation):
 
             return torch.from_numpy(inp)
 
+        to_tensor._ffcv_rs_python = True  # NumPy or torch, not compiled
         return to_tensor
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
@@ -70,6 +71,7 @@ class ToDevice(Operation):
             out.copy_(inp, non_blocking=non_blocking)
             return out
 
+        to_device._ffcv_rs_python = True  # NumPy or torch, not compiled
         return to_device
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
@@ -110,6 +112,7 @@ class ToTorchImage(Operation):
             out.copy_(chw)
             return out
 
+        to_torch_image._ffcv_rs_python = True  # NumPy or torch, not compiled
         return to_torch_image
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
@@ -148,6 +151,7 @@ class Convert(Operation):
                 return inp.type(torch_dtype(target))
             return inp.astype(numpy_dtype(target))
 
+        convert._ffcv_rs_python = True  # NumPy or torch, not compiled
         return convert
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
@@ -176,6 +180,7 @@ class View(Operation):
                 return inp.view(torch_dtype(target))
             return inp.view(numpy_dtype(target))
 
+        view._ffcv_rs_python = True  # NumPy or torch, not compiled
         return view
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
