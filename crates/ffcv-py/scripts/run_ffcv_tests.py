@@ -13,6 +13,14 @@ of the same interface), and runs pytest there with the interpreter given::
 ``ffcv_rs``, found on ``PYTHONPATH`` through ``crates/ffcv-py/python`` (built there by
 ``maturin develop``). The interpreter needs pytest, assertpy, torch and torchvision,
 as FFCV's tests import them. The summary line of each run is printed last.
+
+``--tutorials`` runs FFCV's two custom-transform tutorials instead
+(``examples/docs_examples/custom_transform.py`` and ``transform_with_inds.py``), imports
+rewritten the same way; torchvision's ``CIFAR10`` (which they call as
+``torchvision.datasets.CIFAR10``) is replaced by the stand-in through a
+``sitecustomize`` module, so their text changes only in the imports. They print their
+time per epoch, which is the speed comparison of a numba ``Operation`` (run once with
+``--package ffcv`` for FFCV's figure).
 """
 
 import argparse
@@ -88,17 +96,54 @@ def rewrite(source: str, package: str) -> str:
     return source
 
 
+SITECUSTOMIZE = """import torchvision.datasets
+from cifar_standin import CIFAR10
+torchvision.datasets.CIFAR10 = CIFAR10
+"""
+
+TUTORIALS = ["examples/docs_examples/custom_transform.py",
+             "examples/docs_examples/transform_with_inds.py"]
+
+
+def export_file(repo: Path, name: str) -> str:
+    if (repo / name).is_file():
+        return (repo / name).read_text()
+    return subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{name}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def run_tutorials(args: argparse.Namespace, scratch: Path, env: dict) -> int:
+    (scratch / "cifar_standin.py").write_text(STANDIN)
+    (scratch / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(scratch), env.get("PYTHONPATH")]))
+    failed = 0
+    for name in TUTORIALS:
+        path = scratch / Path(name).name
+        path.write_text(rewrite(export_file(args.ffcv_repo, name), args.package))
+        print(f"== {args.package}: {name}", flush=True)
+        run = subprocess.run([args.python, str(path)], cwd=scratch, env=env)
+        failed += run.returncode != 0
+    return 1 if failed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ffcv-repo", required=True, type=Path)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--package", default="ffcv_rs", choices=["ffcv_rs", "ffcv"])
     parser.add_argument("--keep", type=Path, help="write the rewritten tests here and keep them")
+    parser.add_argument("--tutorials", action="store_true",
+                        help="run FFCV's two custom-transform tutorials instead of its tests")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
 
     scratch = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ffcv-tests-"))
     scratch.mkdir(parents=True, exist_ok=True)
+    if args.tutorials:
+        env = dict(os.environ)
+        if args.package == "ffcv_rs":
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_DIR), env.get("PYTHONPATH")]))
+        return run_tutorials(args, scratch, env)
     export_tests(args.ffcv_repo, scratch)
     for path in scratch.rglob("*.py"):
         path.write_text(rewrite(path.read_text(), args.package))

@@ -71,3 +71,12 @@ def test_internals_without_counterpart_say_what_to_use(module, name):
     text = str(info.value)
     assert "no counterpart in ffcv_rs" in text and ("ffcv_rs" in text.split(":", 1)[1]
                                                     or "Loader" in text or "ffcv " in text)
+
+
+def test_the_api_table_in_the_docs_is_up_to_date():
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "api_table.py")
+    run = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

@@ -199,3 +199,41 @@ def test_filter_keeps_the_samples_whose_value_passes():
     got = np.concatenate([np.asarray(i)[:, 0] for i, *_ in kept]).tolist()
     # drop_last as the loader's: 34 samples in 6 whole batches of 5, in random order.
     assert len(got) == 30 and len(set(got)) == 30 and all(i % 3 == 0 for i in got)
+
+
+class ClassBalanced(TraversalOrder):
+    """docs/python.md's class-balanced sampler, as written there."""
+
+    def __init__(self, loader, labels_field="label"):
+        super().__init__(loader)
+        column = loader.reader.field_names.index(labels_field)
+        labels = np.asarray(loader.reader.metadata[f"f{column}"])[self.indices]
+        classes, counts = np.unique(labels, return_counts=True)
+        weight = 1.0 / counts[np.searchsorted(classes, labels)]
+        self.p = weight / weight.sum()
+
+    def sample_order(self, epoch):
+        rng = np.random.default_rng((self.seed, epoch))
+        ids = rng.choice(self.indices, size=len(self.indices), p=self.p)
+        if self.distributed:
+            ids = ids[self.loader.rank::self.loader.world_size]
+        return ids
+
+
+def test_the_documented_class_balanced_sampler():
+    # images_jpg: 24 samples, labels 0..9 (three classes have 3 samples, seven have 2).
+    loader = Loader(fixture("images_jpg"), batch_size=4, seed=5, order=ClassBalanced,
+                    order_kwargs={"labels_field": "label"},
+                    pipelines={"label": [IntDecoder()], "image": None, "index": None})
+    epoch0 = np.concatenate([np.asarray(b[0])[:, 0] for b in loader])
+    epoch1 = np.concatenate([np.asarray(b[0])[:, 0] for b in loader])
+    assert len(epoch0) == len(epoch1) == 24
+    assert not np.array_equal(epoch0, epoch1)  # a new draw each epoch
+    again = Loader(fixture("images_jpg"), batch_size=4, seed=5, order=ClassBalanced,
+                   pipelines={"label": [IntDecoder()], "image": None, "index": None})
+    assert np.array_equal(np.concatenate([np.asarray(b[0])[:, 0] for b in again]), epoch0)
+    # Every sample's probability is 1 / (10 classes * its class's count).
+    order = ClassBalanced(loader)
+    labels = np.array(expected("images_jpg")["metadata_columns"]["label"]["value"])
+    counts = np.bincount(labels)
+    assert np.allclose(order.p, 1.0 / (10 * counts[labels]))

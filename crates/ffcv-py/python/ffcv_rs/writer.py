@@ -298,3 +298,20 @@ class _ShardSamples:
 
 
 _END = object()
+
+
+# FFCV's module-level names of ffcv.writer. The format's dtypes and helpers are the same
+# objects as in ffcv_rs.types / ffcv_rs.utils; FFCV's worker-process internals have no
+# counterpart (the Rust writer does their work) and raise, naming what to use.
+from ._compat import unsupported_function as _unsupported_function  # noqa: E402
+from .memory_allocator import MemoryAllocator  # noqa: E402,F401
+from .types import (  # noqa: E402,F401
+    ALLOC_TABLE_TYPE, CURRENT_VERSION, TYPE_ID_HANDLER, FieldDescType, HeaderType,
+    get_metadata_type,
+)
+from .utils import chunks, is_power_of_2  # noqa: E402,F401
+
+_WRITER = "DatasetWriter.from_indexed_dataset / from_webdataset write in Rust: call those"
+handle_sample = _unsupported_function("ffcv.writer.handle_sample", _WRITER)
+worker_job_indexed_dataset = _unsupported_function("ffcv.writer.worker_job_indexed_dataset", _WRITER)
+worker_job_webdataset = _unsupported_function("ffcv.writer.worker_job_webdataset", _WRITER)
