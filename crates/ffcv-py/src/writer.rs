@@ -9,8 +9,8 @@
 //! `__getitem__` uses global state (`np.random.seed(index)` then draws) therefore writes
 //! the same values as with one worker; with threads calling it at once, samples could get
 //! each other's draws. One reading thread was chosen over FFCV's worker processes by
-//! measurement (docs/python.md, "Writing datasets"): the encoding, not the reading, is what
-//! takes the time, and processes would pickle every sample back to the writer.
+//! measurement (docs/python.md, "How the dataset is read"): one thread's reading kept ahead
+//! of the writer threads in every measured case, and processes pickle every sample back.
 //!
 //! A custom field (kind `custom`: a `Field` subclass that is not a built-in class) is
 //! encoded by its own Python `encode` on the reading thread and written through a
@@ -60,9 +60,15 @@ const POLL: Duration = Duration::from_millis(50);
 /// always wanted by a thread or about to be: the bound cannot deadlock. It holds a whole
 /// chunk per thread (the writer's `chunksize`) so that no thread waits for the reader while
 /// another's chunk is being read, unless the samples are large ([`MAX_WAITING_BYTES`]).
+///
+/// Wake-ups are targeted: a writer thread waiting for a sample sleeps on a condvar of its
+/// own, woken only when that sample arrives, and the reader is woken only while it waits
+/// for room (each wake-up of a thread that goes back to sleep cost about as much as
+/// reading a scalar sample).
 struct Feed {
     state: Mutex<FeedState>,
-    changed: Condvar,
+    /// The reading thread waits here: for room, for progress, for the end of the write.
+    reader: Condvar,
     max_samples: usize,
 }
 
@@ -72,6 +78,10 @@ struct FeedState {
     ready: HashMap<u64, Vec<FieldValue>>,
     /// Their approximate size.
     bytes: usize,
+    /// The samples writer threads wait for, with the condvar each one sleeps on.
+    waiting: HashMap<u64, Arc<Condvar>>,
+    /// Whether the reading thread waits for room.
+    reader_waits: bool,
     /// Why reading stopped before the end: a thread that wants a sample not read fails.
     stopped: Option<String>,
     /// The write returned (finished or failed): reading stops.
@@ -98,14 +108,17 @@ impl Feed {
         loop {
             if let Some(values) = st.ready.remove(&index) {
                 st.bytes -= approximate_size(&values);
-                drop(st);
-                self.changed.notify_all();
+                st.waiting.remove(&index);
+                if st.reader_waits {
+                    self.reader.notify_one();
+                }
                 return Ok(values);
             }
             if let Some(why) = &st.stopped {
                 return Err(why.clone().into());
             }
-            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            let wake = Arc::clone(st.waiting.entry(index).or_default());
+            st = wake.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -113,13 +126,23 @@ impl Feed {
         let mut st = self.lock();
         st.bytes += approximate_size(&values);
         st.ready.insert(index, values);
-        drop(st);
-        self.changed.notify_all();
+        if let Some(wake) = st.waiting.get(&index) {
+            wake.notify_one();
+        }
+    }
+
+    /// Wakes the reading thread (the write's progress or end).
+    fn tell_reader(&self, update: impl FnOnce(&mut FeedState)) {
+        update(&mut self.lock());
+        self.reader.notify_one();
     }
 
     fn stop(&self, why: String) {
-        self.lock().stopped.get_or_insert(why);
-        self.changed.notify_all();
+        let mut st = self.lock();
+        st.stopped.get_or_insert(why);
+        for wake in st.waiting.values() {
+            wake.notify_one();
+        }
     }
 }
 
@@ -612,11 +635,13 @@ fn read_all(
                 break;
             }
             py.detach(|| {
-                let st = feed.lock();
-                let _ = feed
-                    .changed
+                let mut st = feed.lock();
+                st.reader_waits = true;
+                let (mut st, _) = feed
+                    .reader
                     .wait_timeout_while(st, POLL, |st| feed.full(st))
                     .unwrap_or_else(|p| p.into_inner());
+                st.reader_waits = false;
             });
             if let Err(interrupt) = py.check_signals() {
                 feed.stop("the write was interrupted".into());
@@ -655,7 +680,7 @@ fn wait_for_writer(py: Python<'_>, feed: &Feed, bar: &mut Bar<'_>) -> Option<PyE
         py.detach(|| {
             let st = feed.lock();
             let _ = feed
-                .changed
+                .reader
                 .wait_timeout_while(st, POLL, |st| !st.writer_done && st.done == done)
                 .unwrap_or_else(|p| p.into_inner());
         });
@@ -697,7 +722,7 @@ pub fn write_dataset(
     };
     let feed = Arc::new(Feed {
         state: Mutex::new(FeedState::default()),
-        changed: Condvar::new(),
+        reader: Condvar::new(),
         max_samples: workers
             .saturating_mul(chunksize.max(1))
             .saturating_add(workers),
@@ -708,10 +733,7 @@ pub fn write_dataset(
         .map_err(|e| errors::from_format(py, e))?
         .with_num_workers(workers)
         .with_chunk_size(chunksize)
-        .with_progress(move |done| {
-            reported.lock().done = done;
-            reported.changed.notify_all();
-        });
+        .with_progress(move |done| reported.tell_reader(|st| st.done = done));
     let source = FedSource {
         feed: Arc::clone(&feed),
         len: num_samples,
@@ -722,10 +744,7 @@ pub fn write_dataset(
     let (read, interrupt, written) = std::thread::scope(|scope| {
         let handle = scope.spawn(|| {
             // Also on a panic, or the reader would wait for room forever.
-            let _done = OnDrop(|| {
-                feed.lock().writer_done = true;
-                feed.changed.notify_all();
-            });
+            let _done = OnDrop(|| feed.tell_reader(|st| st.writer_done = true));
             writer.write(&source)
         });
         // Also on a panic, or the writer threads would wait for samples forever.

@@ -9,9 +9,9 @@ from two threads at once, so a ``__getitem__`` that seeds and draws from NumPy's
 generator (or uses any other global state) writes exactly what it returns. The Rust writer
 threads encode images (resize, JPEG) and fill pages in parallel, without the GIL. FFCV reads
 the dataset in worker processes instead; reading on one thread and encoding in parallel was
-measured to be as fast or faster for arrays and for JPEG images (docs/python.md, "Writing
-datasets"). With ``num_workers=1`` the file is byte-identical to FFCV 1.0.2's with one
-worker.
+measured faster than reading in processes for arrays, JPEG images and scalars
+(docs/python.md, "How the dataset is read"). With ``num_workers=1`` the file is
+byte-identical to FFCV 1.0.2's with one worker.
 
 A field whose class is not exactly one of the built-in classes (for instance FFCV's
 ``class StringField(NDArrayField)`` that overrides ``encode``) is a custom field, written as
