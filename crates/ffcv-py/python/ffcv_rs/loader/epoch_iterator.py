@@ -6,11 +6,11 @@ calling thread. Starting another epoch ends this one; freeing the iterator (the 
 ``for`` loop, an exception in its body) stops the epoch and joins its threads.
 """
 
+import sys
 from typing import TYPE_CHECKING, Any, Iterator, Sequence, Tuple
 
 import numpy as np
 
-from .._compat import torch_module
 from ..pipeline.compiler import Compiler
 from ..traversal_order.quasi_random import QuasiRandom
 from ..utils import chunks
@@ -28,10 +28,12 @@ QUASIRANDOM_ERROR_MSG = (
 
 
 def _cuda_available() -> bool:
-    torch = torch_module()
+    # Only a torch the program imported itself: importing ffcv_rs never imports torch.
+    torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_available())
 
 
+#: FFCV's flag: whether CUDA is usable (as seen when ffcv_rs was imported).
 IS_CUDA = _cuda_available()
 
 

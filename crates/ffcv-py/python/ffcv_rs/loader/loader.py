@@ -572,7 +572,8 @@ class Loader:
             hand = self._plan_of(name)
             decoder, _, python, native_decoder, handler = self._field_plans.get(
                 name, (None, hand, [], True, None))
-            metadata, memory_read, storage = self._globals(name)
+            # Only a field with Python steps needs the reader (compiling it imports numba).
+            metadata, memory_read, storage = self._globals(name) if python else (None, None, None)
             steps: List[Step] = []
             if native is None:
                 state = INITIAL_STATE
