@@ -136,9 +136,9 @@ fn verify_steps(root: &Path) -> Result<(), String> {
 }
 
 /// The Python package's suite: a virtual environment under `target/` (made once, with
-/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy and pytest
-/// from the package index, the package built into it, then pytest. pytest's exit 5 (no
-/// test collected) counts as a failure: the suite must run.
+/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy, pytest
+/// and webdataset from the package index, the package built into it, then pytest.
+/// pytest's exit 5 (no test collected) counts as a failure: the suite must run.
 fn python_tests(root: &Path) -> Result<(), String> {
     let venv = root.join("target").join("python-venv");
     let bin = venv.join("bin");
@@ -159,6 +159,8 @@ fn python_tests(root: &Path) -> Result<(), String> {
             "maturin>=1.5,<2",
             "numpy",
             "pytest",
+            // FFCV's `from_webdataset` reads shards through it (test_webdataset.py).
+            "webdataset",
         ]),
     )?;
     run(
