@@ -34,7 +34,8 @@ DIFFERENCES = {
     "ffcv.writer.DatasetWriter": "the dataset is read on the calling thread, in order, the Rust "
         "writer encodes and fills pages in parallel (FFCV uses worker processes)",
     "ffcv.pipeline.compiler.Compiler": "`set_enabled(False)` also makes the Rust pipelines "
-        "interpreted; the loader sets numba's threads but not torch's",
+        "interpreted; numba gets at most one thread per CPU; a loader sets numba's threads "
+        "but not torch's",
     "ffcv.fields.rgb_image.SimpleRGBImageDecoder": "images of several sizes raise "
         "`ImageSizeError`, a `TypeError` (as FFCV) and a `ConfigError`",
     "ffcv.transforms.normalize.NormalizeImage": "the Rust pipeline outputs float16 directly "

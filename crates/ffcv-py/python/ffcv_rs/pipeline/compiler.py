@@ -32,8 +32,10 @@ def _cpu_count() -> int:
 
 
 def _set_numba_threads(numba: Any, n: int) -> None:
-    # numba refuses more threads than it started with (its CPU count).
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    # numba refuses more threads than it started with (NUMBA_NUM_THREADS, by default the
+    # CPU count), and more threads than CPUs only make its parallel loops wait for each
+    # other beside the loader's own workers.
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS, _cpu_count())))
 
 
 class Compiler:
