@@ -217,3 +217,22 @@ def test_compile_off_interprets_the_rust_pipeline_with_the_same_result():
     for a, b in zip(interpreted, compiled):
         for x, y in zip(a, b):
             assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_mixup_pairs_each_sample_with_the_previous_one_of_its_batch():
+    from ffcv_rs.transforms import ImageMixup, LabelMixup
+
+    plain = Loader(fixture("images_raw"), batch_size=4, pipelines={
+        "image": [SimpleRGBImageDecoder()], "label": [IntDecoder()], "index": None})
+    mixed = Loader(fixture("images_raw"), batch_size=4, pipelines={
+        "image": [SimpleRGBImageDecoder(), ImageMixup(0.5, True)],
+        "label": [IntDecoder(), LabelMixup(0.5, True)], "index": None})
+    for (x, y), (mx, my) in zip(plain, mixed):
+        x, y, mx, my = (np.asarray(a) for a in (x, y, mx, my))
+        assert my.dtype == np.float32 and my.shape == (len(y), 3)
+        assert np.array_equal(my[:, 0], y[:, 0]) and np.array_equal(my[:, 1], np.roll(y[:, 0], 1))
+        lam = float(my[0, 2])
+        assert 0.0 < lam < 1.0 and np.all(my[:, 2] == my[0, 2])  # one lambda per batch
+        want = lam * x.astype(np.float64) + (1 - lam) * np.roll(x, 1, axis=0)
+        # lam went through float32 in the labels: at most one unit apart after truncation.
+        assert np.abs(mx.astype(np.int64) - want.astype(np.uint8).astype(np.int64)).max() <= 1

@@ -18,6 +18,15 @@ __all__ = ["ImageMixup", "LabelMixup", "MixupToOneHot", "AllocationQuery", "Comp
            "Operation", "State"]
 
 
+def _lambdas(seed, alpha, same, n):
+    """The batch's mixing weights: ``n`` draws of Beta(alpha, alpha), or one repeated,
+    from the generator seeded with ``seed`` (numba-compilable)."""
+    np.random.seed(seed)
+    if same:
+        return np.full(n, np.random.beta(alpha, alpha))
+    return np.random.beta(alpha, alpha, n)
+
+
 def _check(alpha: float) -> float:
     alpha = float(alpha)
     if not alpha > 0:
@@ -37,14 +46,11 @@ class ImageMixup(Operation):
     def generate_code(self) -> Callable:
         alpha, same = self.alpha, self.same_lambda
         loop = Compiler.get_iterator()
+        draw = Compiler.compile(_lambdas)
 
         def mix_images(images, dst, indices):
             n = images.shape[0]
-            np.random.seed(indices[n - 1])
-            if same:
-                lam = np.full(n, np.random.beta(alpha, alpha))
-            else:
-                lam = np.random.beta(alpha, alpha, n)
+            lam = draw(indices[n - 1], alpha, same, n)
             for i in loop(n):
                 dst[i] = lam[i] * images[i] + (1 - lam[i]) * images[i - 1]
             return dst[:n]
@@ -69,14 +75,11 @@ class LabelMixup(Operation):
     def generate_code(self) -> Callable:
         alpha, same = self.alpha, self.same_lambda
         loop = Compiler.get_iterator()
+        draw = Compiler.compile(_lambdas)
 
         def mix_labels(labels, dst, indices):
             n = labels.shape[0]
-            np.random.seed(indices[n - 1])
-            if same:
-                lam = np.full(n, np.random.beta(alpha, alpha))
-            else:
-                lam = np.random.beta(alpha, alpha, n)
+            lam = draw(indices[n - 1], alpha, same, n)
             for i in loop(n):
                 dst[i, 0] = labels[i, 0]
                 dst[i, 1] = labels[i - 1, 0]
