@@ -237,3 +237,31 @@ def test_the_documented_class_balanced_sampler():
     labels = np.array(expected("images_jpg")["metadata_columns"]["label"]["value"])
     counts = np.bincount(labels)
     assert np.allclose(order.p, 1.0 / (10 * counts[labels]))
+
+
+def test_a_custom_field_ffcv_wrote_reads_here_with_the_same_class(tmp_path):
+    pytest.importorskip("ffcv", reason="FFCV 1.0.2 is not installed (the reference "
+                        "environment writes the file)")
+    from ffcv.fields.ndarray import NDArrayField as TheirArray
+    from ffcv.writer import DatasetWriter as TheirWriter
+    from ffcv_rs.fields.ndarray import NDArrayDecoder, NDArrayField as OurArray
+
+    def string_field(base):
+        class StringField(base):
+            def __init__(self, max_len):
+                self.max_len = max_len
+                super().__init__(np.dtype("uint8"), (max_len,))
+
+            def encode(self, destination, field, malloc):
+                padded = (field + "\0" * self.max_len)[: self.max_len]
+                return super().encode(destination, np.frombuffer(padded.encode("ascii"), np.uint8), malloc)
+        return StringField
+
+    captions = [f"caption {i} " + "x" * (i % 37) for i in range(300)]
+    name = str(tmp_path / "captions.beton")
+    TheirWriter(name, {"label": string_field(TheirArray)(64)}, num_workers=2).from_indexed_dataset(
+        [(c,) for c in captions])
+    loader = Loader(name, batch_size=32, drop_last=False, pipelines={"label": [NDArrayDecoder()]},
+                    custom_fields={"label": string_field(OurArray)})
+    got = [row.tobytes().decode("ascii").rstrip("\0") for (batch,) in loader for row in np.asarray(batch)]
+    assert got == captions
