@@ -1,0 +1,115 @@
+"""One rank of the torchrun exit tests in test_torchrun_exit.py (not collected by pytest).
+
+``python -m torch.distributed.run ... torchrun_exit_worker.py MODE FILE OUT [plain]``: a
+job that ends the way training scripts do, with a destroy of the process group and a
+normal return from ``main``, so the interpreter shuts down normally (atexit hooks,
+finalization; no ``os._exit``). MODE:
+
+- ``epoch``: a distributed Loader (no seed: the ranks agree on one through
+  ``broadcast_object_list``), one whole epoch, then ``all_gather_object`` of the ids seen:
+  a collective right before the destroy, the pattern that can hang at exit with torch 2.5;
+- ``break``: the same, leaving the epoch after 2 batches; the loader is freed when ``main``
+  returns (in the other modes it lives until the interpreter's finalization);
+- ``inflight``: a whole epoch, then an ``all_reduce`` that is still running when the
+  process group is destroyed (rank 1 joins it a second late) and whose tensor Python has
+  already dropped, so gloo's worker thread frees it during the destroy. Not in the tests:
+  with ``plain`` it hung every time, and with the recipe too in 1 of 2 runs (the recipe
+  covers a finished collective, not one still running);
+- ``none``: no loader, only the ``all_gather_object``.
+
+The destroy is ``destroy_process_group()`` below, the recipe of docs/troubleshooting.md;
+with ``plain``, torch's own ``dist.destroy_process_group()``, which can hang in the first
+three modes and does hang every time in ``inflight`` (torch 2.5, gloo). The measurements
+of that entry are runs of this file.
+
+Each rank writes ``OUT/<mode>-<rank>.json`` after the destroy returned, and
+``OUT/<mode>-<rank>.exited`` from an atexit hook, which only a normal exit runs. The
+checks are the test's. faulthandler dumps every thread's stack and exits with status 1 if
+the rank is still running after ``DEADLINE`` seconds, so a hang shows where it is.
+"""
+
+import atexit
+import datetime
+import faulthandler
+import json
+import os
+import sys
+import time
+
+DEADLINE = 90
+faulthandler.dump_traceback_later(DEADLINE, exit=True)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from ffcv_rs.fields.decoders import IntDecoder  # noqa: E402
+from ffcv_rs.loader import Loader, OrderOption  # noqa: E402
+
+
+def destroy_process_group() -> None:
+    """``dist.destroy_process_group()`` without torch's gloo exit deadlock (the recipe of
+    docs/troubleshooting.md, "A torchrun job hangs in destroy_process_group()").
+
+    Holding each group's gloo backend moves the backend's destructor, which joins gloo's
+    worker threads, out of the ProcessGroup's (which keeps the GIL) into the backend's
+    own, which releases the GIL first; a worker thread that is still freeing a finished
+    collective's tensors can then take it."""
+    backends = []
+    for group in list(dist.distributed_c10d._world.pg_map):
+        try:
+            backends.append(group._get_backend(torch.device("cpu")))
+        except RuntimeError:  # a group without a CPU (gloo) backend
+            pass
+    dist.destroy_process_group()
+    del backends
+
+
+KEPT = []
+
+
+def main() -> None:
+    mode, fname, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    plain = sys.argv[4:] == ["plain"]
+    rank_env = os.environ["RANK"]
+    atexit.register(lambda: open(os.path.join(out, f"{mode}-{rank_env}.exited"), "w").close())
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = []
+    loader = None
+    if mode != "none":
+        loader = Loader(fname, batch_size=10, order=OrderOption.RANDOM, distributed=True,
+                        num_workers=1, drop_last=False,
+                        pipelines={"index": [IntDecoder()], "value": None})
+        for i, (index,) in enumerate(loader):
+            mine += index[:, 0].tolist()
+            if mode == "break" and i == 1:
+                break
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    live_threads = loader.live_threads() if loader is not None else 0
+    if mode == "inflight":
+        if rank == 1:
+            time.sleep(1)
+        t = torch.ones(4)
+        work = dist.all_reduce(t, async_op=True)
+        if rank == 1:
+            work.wait()
+        del t, work
+    if mode in ("epoch", "inflight"):
+        # Kept to the end, as a module-level loader is: its idle worker thread is still
+        # alive when the interpreter shuts down, and the loader is freed in finalization.
+        KEPT.append(loader)
+    if plain:
+        dist.destroy_process_group()
+    else:
+        destroy_process_group()
+    record = {"rank": rank, "world": world, "ids": mine, "everyone": everyone,
+              "live_threads": live_threads, "destroyed": not dist.is_initialized()}
+    path = os.path.join(out, f"{mode}-{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":
+    main()
