@@ -14,6 +14,8 @@
 //! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable.
 //! - [`file::check_file`] validates a file for `ffcv_rs.reader.Reader`; [`image`] has
 //!   the writer's JPEG encoder and resize for `ffcv_rs.fields.rgb_image`.
+//! - [`kernels::BatchTransforms`] runs built-in transforms on a batch the Python part of
+//!   a pipeline holds (after a user's operation), natively and without the GIL.
 //! - [`capi`] exports `ffcv_rs.libffcv`'s C functions (FFCV's `memcpy`, `imdecode`,
 //!   `resize_crop`), called through `ctypes` and from numba-compiled code.
 //! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
@@ -29,6 +31,7 @@ pub mod dlpack;
 pub mod errors;
 pub mod file;
 pub mod image;
+pub mod kernels;
 pub mod loader;
 pub mod sample_ids;
 pub mod spec;
@@ -41,6 +44,7 @@ use pyo3::prelude::*;
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<batch::OutputView>()?;
+    m.add_class::<kernels::BatchTransforms>()?;
     m.add_function(wrap_pyfunction!(writer::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(file::check_file, m)?)?;
     m.add_function(wrap_pyfunction!(image::encode_jpeg, m)?)?;

@@ -1,13 +1,16 @@
 //! Pipelines as the Python package describes them: per field, `None` (disabled) or a list
 //! of `(name, params)` pairs whose first entry is the decoder and the rest built-in
-//! transforms. `ffcv_rs/loader.py` builds these from FFCV-style objects; this module turns
-//! them into the facade's [`PipelineSpec`]s, refusing bad parameters with a `ValueError`.
+//! transforms. `ffcv_rs/loader/plan.py` builds these from FFCV-style objects; this module
+//! turns them into the facade's [`PipelineSpec`]s (and [`operation`] into the operations of
+//! `crate::kernels`), refusing bad parameters with a `ValueError`.
+
+use std::sync::Arc;
 
 use ffcv::decode::{
     BytesDecoder, CenterCropRGBImageDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder,
     RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
 };
-use ffcv::jit::ElemType;
+use ffcv::jit::{ElemType, Operation};
 use ffcv::transforms;
 use ffcv::{Decoder, PipelineSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -80,8 +83,7 @@ pub fn dtype(op: &str, name: &str) -> PyResult<ElemType> {
     })
 }
 
-fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<std::sync::Arc<dyn Decoder>> {
-    use std::sync::Arc;
+fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Decoder>> {
     Ok(match name {
         "IntDecoder" => Arc::new(IntDecoder),
         "SampleIdDecoder" => Arc::new(crate::sample_ids::SampleIdDecoder),
@@ -129,7 +131,10 @@ fn fill(op: &str, params: &Bound<'_, PyDict>) -> PyResult<[u8; 3]> {
     Ok([r, g, b])
 }
 
-fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyResult<PipelineSpec> {
+/// The built-in transform `name` with `params`, as a pipeline-jit operation: for the
+/// loader's pipelines ([`pipeline`]) and for the Python part's native runs
+/// (`crate::kernels::BatchTransforms`).
+pub fn operation(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Operation>> {
     Ok(match name {
         "RandomHorizontalFlip" => {
             let p: f64 = param(name, params, "flip_prob", Some(0.5))?;
@@ -138,7 +143,7 @@ fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyRe
                     "{name}: flip_prob {p} is not in [0, 1]"
                 )));
             }
-            spec.then(transforms::random_horizontal_flip(p))
+            Arc::new(transforms::random_horizontal_flip(p))
         }
         "NormalizeImage" => {
             let mean: [f64; 3] = param(name, params, "mean", None)?;
@@ -155,27 +160,38 @@ fn transform(spec: PipelineSpec, name: &str, params: &Bound<'_, PyDict>) -> PyRe
                     "{name}: type {t:?} must be a float type"
                 )));
             }
-            spec.then(transforms::normalize_image(mean, std, dt))
+            Arc::new(transforms::normalize_image(mean, std, dt))
         }
         "Cutout" => {
             let crop: usize = param(name, params, "crop_size", None)?;
-            spec.then(transforms::cutout(crop, fill(name, params)?))
+            Arc::new(transforms::cutout(crop, fill(name, params)?))
         }
         "RandomTranslate" => {
             let padding: usize = param(name, params, "padding", None)?;
-            spec.then(transforms::random_translate(padding, fill(name, params)?))
+            Arc::new(transforms::random_translate(padding, fill(name, params)?))
         }
-        "Squeeze" => spec.then(transforms::squeeze()),
+        "Squeeze" => Arc::new(transforms::squeeze()),
         "Convert" => {
             let t: String = param(name, params, "dtype", None)?;
-            spec.then(transforms::convert(dtype(name, &t)?))
+            Arc::new(transforms::convert(dtype(name, &t)?))
         }
         "ReplaceLabel" => {
             let indices: Vec<u64> = param(name, params, "indices", None)?;
             let label: i64 = param(name, params, "new_label", None)?;
-            spec.then(transforms::ReplaceLabel::new(indices, label))
+            Arc::new(transforms::ReplaceLabel::new(indices, label))
         }
-        "ToCHW" => spec.then(transforms::to_torch_image()),
+        "ToCHW" => Arc::new(transforms::to_torch_image()),
+        "Poison" => {
+            let (h, w): (usize, usize) = param(name, params, "size", None)?;
+            let mask: Vec<f64> = param(name, params, "mask", None)?;
+            let alpha: Vec<f64> = param(name, params, "alpha", None)?;
+            let indices: Vec<u64> = param(name, params, "indices", None)?;
+            let clamp: (f64, f64) = param(name, params, "clamp", Some((0.0, 255.0)))?;
+            Arc::new(
+                transforms::Poison::new(h, w, &mask, &alpha, indices, clamp)
+                    .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?,
+            )
+        }
         other => {
             return Err(PyTypeError::new_err(format!(
                 "{other} is not a built-in transform ffcv_rs knows"
@@ -199,7 +215,7 @@ pub fn pipeline(field: &str, ops: &[Op<'_>], json: bool) -> PyResult<PipelineSpe
     };
     let mut spec = PipelineSpec::from_arc(decoder(dname, dparams)?);
     for (name, params) in rest {
-        spec = transform(spec, name, params)?;
+        spec = spec.then_arc(operation(name, params)?);
     }
     Ok(spec)
 }

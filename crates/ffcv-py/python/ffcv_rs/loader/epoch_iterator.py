@@ -56,6 +56,8 @@ class EpochIterator:
         self._plans = loader._output_plans
         self._torch = loader._torch
         self._with_ids = loader._needs_indices
+        self._seed = loader.seed
+        self._epoch = loader.next_epoch  # the epoch start_epoch runs
         self._id = self._native.start_epoch()
 
     def __iter__(self) -> "EpochIterator":
@@ -77,7 +79,8 @@ class EpochIterator:
                 raise StopIteration
             indices = None
         torch = self._torch
-        return tuple(plan.make(views, indices, torch) for plan in self._plans)
+        return tuple(plan.make(views, indices, torch, self._seed, self._epoch)
+                     for plan in self._plans)
 
     def close(self) -> None:
         """Stops the epoch now (held batches stay valid)."""

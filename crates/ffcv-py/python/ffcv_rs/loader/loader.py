@@ -31,7 +31,7 @@ from ..traversal_order import QuasiRandom, Random, Sequential
 from ..traversal_order.base import TraversalOrder
 from ..transforms import ToTensor
 from .epoch_iterator import EpochIterator
-from .plan import OutputPlan, Step, as_operation, native_builtin, split
+from .plan import NativeRun, OutputPlan, Step, as_operation, native_builtin, native_run_fits, split
 
 __all__ = [
     "Loader", "OrderOption", "ORDER_TYPE", "ORDER_MAP", "DEFAULT_OS_CACHE",
@@ -582,10 +582,22 @@ class Loader:
             else:
                 _, shape, typestr = native
                 state = hand.state(shape, np.dtype(typestr))
-            for k, op in enumerate(python):
-                step = Step(op, state, self.batch_size_, decoder=(k == 0 and not native_decoder),
-                            metadata=metadata, memory_read=memory_read, field_handler=handler)
-                step.generate()
+            k = 0
+            while k < len(python):
+                op = python[k]
+                if native_builtin(op) and (k > 0 or native_decoder) and native_run_fits(state):
+                    # Built-ins after a user's operation still run natively, as one run.
+                    end = k
+                    while end < len(python) and native_builtin(python[end]):
+                        end += 1
+                    step = NativeRun(python[k:end], state, self.batch_size_,
+                                     self.num_workers, bool(self._native_args["compile"]))
+                    k = end
+                else:
+                    step = Step(op, state, self.batch_size_, decoder=(k == 0 and not native_decoder),
+                                metadata=metadata, memory_read=memory_read, field_handler=handler)
+                    step.generate()
+                    k += 1
                 state = step.state
                 steps.append(step)
             index = None if native is None else native[0]

@@ -243,10 +243,10 @@ class Step:
         self.shared_code = None if shared is None else (
             Compiler.compile(shared) if self.state.jit_mode else shared)
 
-    def run(self, x: Any, indices: Any, metadata: Any, storage: Any) -> Any:
+    def run(self, x: Any, indices: Any, ctx: "RunContext") -> Any:
         dst = _take(self.pools, len(indices) if indices is not None else len(x))
         if self.decoder:
-            return self.code(indices, dst, metadata, storage)
+            return self.code(indices, dst, ctx.metadata, ctx.storage)
         args = [x, dst]
         if self.with_indices:
             args.append(indices)
@@ -254,6 +254,69 @@ class Step:
             self.shared_code(self.shared)
             args.append(self.shared)
         return self.code(*args)
+
+
+NATIVE_DTYPES = ("uint8", "int32", "int64", "float16", "float32", "float64")
+
+
+def native_run_fits(state: Optional[State]) -> bool:
+    """Whether built-ins can run natively on a batch of this state: NumPy arrays (compiled
+    mode) of a known shape and an element type pipeline-jit has."""
+    return (state is not None and state.jit_mode and state.shape is not None
+            and not is_torch_dtype(state.dtype) and np.dtype(state.dtype).name in NATIVE_DTYPES)
+
+
+class RunContext:
+    """What the steps of one batch share: the field's metadata and storage (for decoders
+    in Python) and the loader's seed and epoch (for native runs' draws)."""
+
+    def __init__(self, metadata: Any, storage: Any, seed: int, epoch: int):
+        self.metadata, self.storage, self.seed, self.epoch = metadata, storage, seed, epoch
+
+
+class NativeRun:
+    """Consecutive built-in transforms after an operation of the user's, run natively by
+    ``_native.BatchTransforms`` on the whole batch (the loader's JIT or interpreter, draws
+    from (seed, epoch, sample, position), the GIL released), into reused buffers."""
+
+    with_indices = True  # the draws follow the samples' ids
+    decoder = False
+
+    def __init__(self, ops: Sequence[Any], state: State, batch_size: int, num_workers: int,
+                 compile: bool):
+        from .. import _native
+
+        self.ops = list(ops)
+        self.spec = [(op._native_name, op._native_params()) for op in self.ops]
+        self.batch_size, self.num_workers, self.compile = batch_size, num_workers, compile
+        self._native = _native
+        self.code = self._build(tuple(state.shape), np.dtype(state.dtype))
+        self.state = replace(state, shape=tuple(self.code.output_shape),
+                             dtype=np.dtype(self.code.output_dtype))
+        self._by_input = {(tuple(state.shape), np.dtype(state.dtype).str): self.code}
+        self.pools = BufferPool(AllocationQuery(self.state.shape, self.state.dtype), batch_size)
+
+    def _build(self, shape: Tuple[int, ...], dtype: np.dtype) -> Any:
+        return self._native.BatchTransforms(list(shape), dtype.name, self.spec,
+                                            self.num_workers, self.compile)
+
+    def run(self, x: Any, indices: Any, ctx: RunContext) -> Any:
+        x = np.ascontiguousarray(x)
+        key = (tuple(x.shape[1:]), x.dtype.str)
+        code = self._by_input.get(key)
+        if code is None:
+            # The batch is not what the states said (a callable before changed it): the
+            # same transforms for what came.
+            code = self._by_input[key] = self._build(key[0], x.dtype)
+        n = len(x)
+        if tuple(code.output_shape) == tuple(self.state.shape) and \
+                np.dtype(code.output_dtype) == np.dtype(self.state.dtype):
+            out = self.pools.take(n)
+        else:
+            out = np.empty((n, *code.output_shape), dtype=np.dtype(code.output_dtype))
+        ids = [int(i) for i in indices]
+        code.run(x.ctypes.data, x.nbytes, out.ctypes.data, out.nbytes, ids, ctx.seed, ctx.epoch)
+        return out
 
 
 class OutputPlan:
@@ -275,7 +338,8 @@ class OutputPlan:
     def needs_indices(self) -> bool:
         return self.native_index is None or any(s.with_indices for s in self.steps)
 
-    def make(self, views: Sequence[Any], indices: Any, torch: Any) -> Any:
+    def make(self, views: Sequence[Any], indices: Any, torch: Any, seed: int = 0,
+             epoch: int = 0) -> Any:
         x = None if self.native_index is None else self.hand.make(views[self.native_index], torch)
         if self.steps and isinstance(x, np.ndarray) and not x.flags.writeable:
             # The Rust loader's memory is read-only to Python; FFCV's operations write into
@@ -285,6 +349,7 @@ class OutputPlan:
             work = self.staging.take(len(x))
             np.copyto(work, x)
             x = work
+        ctx = RunContext(self.metadata, self.storage, seed, epoch)
         for step in self.steps:
-            x = step.run(x, indices, self.metadata, self.storage)
+            x = step.run(x, indices, ctx)
         return x

@@ -1,7 +1,7 @@
 """FFCV's ``Poison`` (``ffcv.transforms.poisoning``): blend a mask into chosen images."""
 
 from dataclasses import replace
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,13 +44,25 @@ class Poison(Operation):
                 if at < targets.shape[0] and targets[at] == indices[i]:
                     work = scratch[i]
                     work[:] = images[i]
-                    work[:] = np.minimum(np.maximum(work * keep + overlay, low), high)
+                    work[:] = work * keep
+                    work[:] = work + overlay
+                    work[:] = np.minimum(np.maximum(work, low), high)
                     images[i] = work
             return images
 
         poison.is_parallel = True
         poison.with_indices = True
         return poison
+
+    def _native_params(self) -> Dict[str, Any]:
+        h, w = self.alpha.shape
+        return {"size": (int(h), int(w)),
+                "mask": [float(v) for v in self.mask.astype(np.float64).reshape(-1)],
+                "alpha": [float(v) for v in self.alpha.astype(np.float64).reshape(-1)],
+                "indices": [int(i) for i in self.indices], "clamp": self.clamp}
+
+    def __repr__(self) -> str:
+        return f"Poison(size={tuple(self.alpha.shape)}, indices={len(self.indices)}, clamp={self.clamp})"
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
         return (replace(previous_state, jit_mode=True),
