@@ -349,6 +349,8 @@ class OutputPlan:
             work = self.staging.take(len(x))
             np.copyto(work, x)
             x = work
+        if not self.steps:
+            return x
         ctx = RunContext(self.metadata, self.storage, seed, epoch)
         for step in self.steps:
             x = step.run(x, indices, ctx)
