@@ -1,6 +1,6 @@
 """FFCV 1.0.2's ImageNet training pipeline on the CPU over a .beton, for docs/benchmarking.md
-("A real training pipeline"): median epoch samples/s as one JSON line. Run with the reference
-FFCV 1.0.2 environment, installed outside the project (torch, numpy 1.26):
+("Photographs to 224: FFCV's ImageNet pipeline"): median epoch samples/s as one JSON line.
+Run with the reference FFCV 1.0.2 environment, installed outside the project (torch, numpy 1.26):
 Usage: python ffcv_imagenet_bench.py FILE [--epochs 3] [--workers 2] [--batch 128] [--decoder-only]
        [--dtype float32|float16]   (NormalizeImage's output type)"""
 import sys, time, argparse, json

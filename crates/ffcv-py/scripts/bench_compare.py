@@ -1,7 +1,7 @@
-"""The Python throughput comparison of docs/benchmarking.md ("Python"): on one file and one
-set of knobs, ``ffcv bench`` (the Rust loop), ffcv_rs's Python loop and FFCV 1.0.2's
-Python loop, interleaved round by round so that a change in the machine's load hits all
-three alike.
+"""The Python throughput comparison of docs/benchmarking.md ("From Python against FFCV
+1.0.2"): on one file and one set of knobs, ``ffcv bench`` (the Rust loop), ffcv_rs's
+Python loop and FFCV 1.0.2's Python loop, interleaved round by round so that a change in
+the machine's load hits all three alike.
 
     python bench_compare.py --cli target/release/ffcv --data DIR [--rounds 3] [--only jpeg]
 

@@ -314,7 +314,7 @@ impl PipelineSpec {
     /// the flip draws from the flip's own generator); only the `u8` crop is never stored
     /// whole. Off by default: measured on photographs to 224, the folded pass (a scalar
     /// table loop) cost more than the JIT's vector loop over the stored crop it saves
-    /// re-reading (`docs/benchmarking.md`, "Folding the transforms into the resizer").
+    /// re-reading (`docs/performance-notes.md`, "Folding the transforms into the resizer").
     pub fn fuse(mut self, on: bool) -> PipelineSpec {
         self.fuse = on;
         self
