@@ -336,6 +336,34 @@ mod tests {
         }
     }
 
+    /// The help texts of `--transform` quote [`TRANSFORM_GRAMMAR`]: each op it names
+    /// parses, its placeholders filled in.
+    #[test]
+    fn every_entry_of_the_grammar_text_parses() {
+        let (ops, dtypes) = TRANSFORM_GRAMMAR.split_once(" (DTYPE: ").unwrap();
+        for dtype in dtypes.trim_end_matches(')').split(", ") {
+            assert_eq!(names(&format!("convert:{dtype}")).len(), 1, "{dtype}");
+        }
+        let entries: Vec<&str> = ops.split(", ").collect();
+        assert_eq!(entries.len(), 8, "{entries:?}");
+        for entry in entries {
+            for optional in [false, true] {
+                let text = if optional {
+                    entry.replace(['[', ']'], "")
+                } else {
+                    entry.split('[').next().unwrap().to_owned()
+                };
+                let text = text
+                    .replace("M1,M2,M3/S1,S2,S3", "1,2,3/4,5,6")
+                    .replace("DTYPE", "f32")
+                    .replace("SIZE", "4")
+                    .replace("PAD", "2")
+                    .replace(":P", ":0.5");
+                assert_eq!(names(&text).len(), 1, "{entry}: {text}");
+            }
+        }
+    }
+
     #[test]
     fn bad_ops_say_what_is_wrong() {
         for (text, reason) in [

@@ -40,12 +40,21 @@ impl std::fmt::Debug for DecoderChoice {
     }
 }
 
+impl DecoderChoice {
+    /// Every decoder SPEC [`FromStr`] accepts, as one line (the aliases `raw`, `disabled`
+    /// and `off` left out). The parse errors quote it and the command lines' `--decoder`
+    /// help is built from it, so that the list users read is the one kept beside the
+    /// parser.
+    pub const GRAMMAR: &'static str = "default, none, raw-bytes, int, float, bytes, json, \
+         ndarray, simple, center-crop:HxW[:RATIO][:dct-scale], \
+         random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale]";
+}
+
 /// A decoder SPEC that names no known decoder, or whose parameters are malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid decoder {spec:?}: {reason} (expected default, none, raw-bytes, int, float, bytes, \
-     json, ndarray, simple, center-crop:HxW[:RATIO][:dct-scale] or \
-     random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale])"
+    "invalid decoder {spec:?}: {reason} (expected one of {})",
+    DecoderChoice::GRAMMAR
 )]
 pub struct UnknownDecoder {
     /// The text given.
@@ -214,4 +223,47 @@ pub fn parse_field_decoder(text: &str) -> Result<(String, DecoderChoice), Unknow
         return Err(UnknownDecoder::new(text, "the field name is empty"));
     }
     Ok((field.to_owned(), spec.parse()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An example of each entry of [`DecoderChoice::GRAMMAR`]: the optional parts dropped,
+    /// the size filled in.
+    fn examples() -> Vec<String> {
+        DecoderChoice::GRAMMAR
+            .split(", ")
+            .map(|entry| {
+                let mut plain = String::new();
+                let mut depth = 0;
+                for c in entry.chars() {
+                    match c {
+                        '[' => depth += 1,
+                        ']' => depth -= 1,
+                        _ if depth == 0 => plain.push(c),
+                        _ => {}
+                    }
+                }
+                plain.replace("HxW", "8x8")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_entry_of_the_grammar_names_a_decoder() {
+        let examples = examples();
+        assert_eq!(examples.len(), 11, "{examples:?}");
+        for spec in &examples {
+            assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
+        }
+        for spec in [
+            "center-crop:8x8:0.5:dct-scale",
+            "random-resized-crop:8x8:0.1,1:0.5,2:dct-scale",
+        ] {
+            assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
+        }
+        let err = "blur".parse::<DecoderChoice>().unwrap_err();
+        assert!(err.to_string().contains(DecoderChoice::GRAMMAR), "{err}");
+    }
 }
