@@ -1,6 +1,8 @@
 //! The layering check of `cargo xtask tidy`: every internal dependency of a workspace
 //! package (normal, build or dev) points to a strictly lower layer of the table in
-//! `docs/ARCHITECTURE.md`, and every package has a layer there.
+//! `docs/ARCHITECTURE.md`, and every package has a layer there. The table's `dev:` line
+//! names test-support crates: any package may have them as dev-dependencies, none as a
+//! normal or build dependency, and they themselves may depend on any layer.
 //!
 //! The dependency graph comes from `cargo metadata --no-deps` (so workspace inheritance,
 //! renames and target-specific sections are already resolved), read by the small JSON
@@ -16,8 +18,12 @@ pub const TABLE_DOC: &str = "docs/ARCHITECTURE.md";
 const BEGIN: &str = "<!-- layers:begin -->";
 const END: &str = "<!-- layers:end -->";
 
-/// Package name → layer number.
+/// Package name → layer number ([`DEV`] for the test-support crates).
 pub type Layers = BTreeMap<String, u32>;
+
+/// The layer of the `dev:` line: above every numbered layer, so that a test-support crate
+/// may depend on any of them.
+pub const DEV: u32 = u32::MAX;
 
 /// One workspace package and its internal (path) dependencies: `(name, kind)`, where kind
 /// is `normal`, `dev` or `build`.
@@ -62,7 +68,11 @@ pub fn check(root: &Path) -> Result<(), String> {
         eprintln!(
             "    layering: {} packages in {} layers",
             packages.len(),
-            layers.values().max().map_or(0, |top| top + 1)
+            layers
+                .values()
+                .filter(|&&l| l != DEV)
+                .max()
+                .map_or(0, |top| top + 1)
         );
         Ok(())
     } else {
@@ -86,8 +96,12 @@ pub fn parse_table(doc: &str) -> Result<Layers, String> {
         let Some((number, names)) = line.split_once(':') else {
             continue;
         };
-        let Ok(layer) = number.trim().parse::<u32>() else {
-            continue;
+        let layer = match number.trim() {
+            "dev" => DEV,
+            n => match n.parse::<u32>() {
+                Ok(layer) if layer != DEV => layer,
+                _ => continue,
+            },
         };
         for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             if layers.insert(name.to_owned(), layer).is_some() {
@@ -115,6 +129,12 @@ pub fn violations(layers: &Layers, packages: &[Package]) -> Vec<String> {
         };
         for (dep, kind) in &package.internal {
             match layers.get(dep) {
+                Some(&DEV) if own != DEV && kind == "dev" => {}
+                Some(&DEV) => found.push(format!(
+                    "`{}` has a {kind} dependency on `{dep}`, a test-support crate (the `dev:` \
+                     line), which may only be a dev-dependency of a layered crate",
+                    package.name
+                )),
                 Some(&layer) if layer < own => {}
                 Some(&layer) => found.push(format!(
                     "`{}` (layer {own}) has a {kind} dependency on `{dep}` (layer {layer}); \
@@ -426,6 +446,7 @@ mod tests {
         0: low-a, low-b   -- no internal dependencies\n\
         1: mid\n\
         2: top\n\
+        dev: kit     -- test support\n\
         ```\n\
         <!-- layers:end -->\n\
         9: ignored-after-the-table\n";
@@ -434,7 +455,16 @@ mod tests {
     fn the_table_is_read_between_its_markers() {
         let layers = parse_table(DOC).unwrap();
         let got: Vec<_> = layers.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        assert_eq!(got, [("low-a", 0), ("low-b", 0), ("mid", 1), ("top", 2)]);
+        assert_eq!(
+            got,
+            [
+                ("kit", DEV),
+                ("low-a", 0),
+                ("low-b", 0),
+                ("mid", 1),
+                ("top", 2)
+            ]
+        );
         assert!(
             parse_table("no markers")
                 .unwrap_err()
@@ -450,7 +480,12 @@ mod tests {
         let good = [
             package("low-a", &[]),
             package("mid", &[("low-a", "normal"), ("low-b", "dev")]),
-            package("top", &[("mid", "normal"), ("low-b", "build")]),
+            package(
+                "top",
+                &[("mid", "normal"), ("low-b", "build"), ("kit", "dev")],
+            ),
+            package("low-a", &[("kit", "dev")]),
+            package("kit", &[("top", "normal"), ("low-a", "normal")]),
         ];
         assert_eq!(violations(&layers, &good), Vec::<String>::new());
 
@@ -459,13 +494,17 @@ mod tests {
             package("mid", &[("top", "normal")]),
             package("new-crate", &[]),
             package("top", &[("unlisted", "normal")]),
+            package("mid", &[("kit", "normal")]),
+            package("kit", &[("kit", "dev")]),
         ];
         let found = violations(&layers, &bad);
-        assert_eq!(found.len(), 4, "{found:?}");
+        assert_eq!(found.len(), 6, "{found:?}");
         assert!(found[0].contains("`low-a` (layer 0) has a dev dependency on `low-b` (layer 0)"));
         assert!(found[1].contains("`mid` (layer 1) has a normal dependency on `top` (layer 2)"));
         assert!(found[2].contains("`new-crate` has no layer"));
         assert!(found[3].contains("`unlisted`, which has no layer"));
+        assert!(found[4].contains("`mid` has a normal dependency on `kit`, a test-support"));
+        assert!(found[5].contains("`kit` has a dev dependency on `kit`, a test-support"));
     }
 
     #[test]

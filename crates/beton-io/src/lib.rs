@@ -17,8 +17,8 @@
 //!   user's field type (FFCV's custom `Field` subclasses), registered per field name.
 //! - [`NumpyDtype`] and [`NdArrayArgs`] describe NDArray/TorchTensor fields the way numpy does;
 //!   [`JsonValue`] is a JSON value encoded exactly like Python's `json.dumps`.
-//! - Every failure is an [`Error`] naming the file and the place in it; [`corrupt`] generates
-//!   damaged files for tests.
+//! - Every failure is an [`Error`] naming the file and the place in it (the workspace's
+//!   dev-only `ffcv-testkit` crate generates damaged files to test exactly that).
 //!
 //! The format itself, with the quirks FFCV 1.0.2 files exhibit, is described in
 //! `docs/format.md` at the root of the repository.
@@ -49,7 +49,6 @@
 //! ```
 
 mod concat;
-pub mod corrupt;
 mod dtype;
 mod error;
 pub mod fields;
@@ -69,8 +68,8 @@ pub use error::{Error, Result, SourceError};
 pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,
-    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MIN_READ_PAGE_SIZE,
-    NAME_SIZE, NdArrayArgs, VERSION,
+    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_DIMS, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    MIN_READ_PAGE_SIZE, NAME_SIZE, NDARRAY_ARGS_HEADER, NdArrayArgs, VERSION,
 };
 pub use json::{JsonValue, python_float_repr};
 pub use page_map::PageMap;

@@ -1,7 +1,7 @@
 """Digests of Pillow's `Image.open(p).convert("RGB")` for the image_sources test folder.
 
 usage (reference env, see docs/images.md):
-  FFCV_IMAGE_FOLDER_OUT=/tmp/imgs cargo test -p rgb-image --test image_sources
+  FFCV_IMAGE_FOLDER_OUT=/tmp/imgs cargo test -p rgb-image --test it image_sources
   $ANCHORS/venv/bin/python gen_pil_rgb.py /tmp/imgs > pil_rgb.json
 Unreadable files (Pillow raises) are left out."""
 import hashlib, json, os, sys

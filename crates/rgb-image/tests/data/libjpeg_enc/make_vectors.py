@@ -1,4 +1,4 @@
-"""Writes the reference vectors of crates/rgb-image/tests/image_encode_libjpeg.rs.
+"""Writes the reference vectors of crates/rgb-image/tests/it/image_encode_libjpeg.rs.
 
 Run with the reference FFCV 1.0.2 environment (opencv-python-headless 4.10.0,
 its bundled libjpeg-turbo 3.0.3):

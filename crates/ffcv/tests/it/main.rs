@@ -1,0 +1,38 @@
+//! The facade's integration tests, one binary: each module is one behaviour of the Loader
+//! (orders, exactly-once epochs, decoding and transforms against FFCV 1.0.2's fixtures,
+//! errors that keep their cause, held batches, resume, shards, remote and disk caches,
+//! the GPU stage where a device is present).
+
+mod loader_support;
+
+mod gpu_loader;
+mod loader_augment;
+mod loader_builder;
+mod loader_cache_policy;
+mod loader_copy_path;
+mod loader_decode_errors;
+mod loader_disk_cache;
+mod loader_distributed_seed;
+mod loader_drop_mid_epoch;
+mod loader_dtypes;
+mod loader_errors_keep_their_cause;
+mod loader_exactly_once;
+mod loader_field_types;
+mod loader_fixtures;
+mod loader_fused;
+mod loader_held_batches;
+mod loader_hostile_images;
+mod loader_images;
+mod loader_orders;
+mod loader_read_errors;
+mod loader_recompile;
+mod loader_remote;
+mod loader_resume;
+mod loader_shards;
+mod loader_shards_s3;
+mod loader_slot_stage;
+mod loader_stats;
+mod loader_stress;
+mod loader_tracing;
+mod loader_transforms;
+mod quasi_buffer_sizing;
