@@ -42,6 +42,10 @@ pub fn own_process(module: &str, test: &str, body: impl FnOnce()) {
         .unwrap_or_else(|e| panic!("cannot re-run {} for `{path}`: {e}", exe.display()));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // Shown with the test's own output (libtest captures it unless `--nocapture`), so a
+    // skip message of the child reaches the reader as it would without the child.
+    print!("{stdout}");
+    eprint!("{stderr}");
     // A filter that matched nothing would "pass" with 0 tests: demand exactly one.
     let ran_once = stdout.contains("test result: ok. 1 passed");
     assert!(
