@@ -75,9 +75,12 @@ impl NativeLoader {
     /// `s3://` prefixes expand) and builds the loader; `pipelines` maps field names to `None`
     /// (disabled) or `[(decoder, params), (transform, params), ...]`. `cuda_device`: stage
     /// every output on that CUDA device through gpu-stage (an error without CUDA).
+    ///
+    /// Every argument is keyword-only: with this many, a positional call would let one
+    /// inserted or misplaced argument silently shift the meaning of all that follow.
     #[new]
     #[pyo3(signature = (
-        paths, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
+        *, paths, batch_size, num_workers, os_cache, order, distributed, rank, world_size, seed,
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
         prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
         cuda_device=None, page_cache_dir=None, page_cache_size=None, custom_order=None,

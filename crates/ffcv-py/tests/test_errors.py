@@ -120,3 +120,11 @@ def test_max_image_pixels_caps_what_a_sample_may_claim():
     assert np.asarray(image).shape == (2, 16, 16, 3)
     with pytest.raises(ValueError, match="max_image_pixels"):
         Loader(fixture("images_jpg"), batch_size=2, max_image_pixels=0)
+
+
+def test_the_native_loader_takes_keywords_only():
+    # Its ~30 arguments by position would let one inserted argument shift the rest.
+    from ffcv_rs import _native
+
+    with pytest.raises(TypeError):
+        _native.Loader([fixture("scalars.beton")], 4)

@@ -42,6 +42,7 @@ class Loader:
 
     def __init__(
         self,
+        *,
         paths: List[str],
         batch_size: int,
         num_workers: int,
