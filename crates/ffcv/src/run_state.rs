@@ -39,9 +39,6 @@ impl FieldRunner {
         max_image_pixels: u64,
     ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
         let f = &reader.fields()[field];
-        // With `PipelineSpec::fuse(true)`, a crop decoder's flip / normalize / CHW run in its output pass.
-        let fused = crate::decode::fused::fuse(spec);
-        let spec = fused.as_ref().unwrap_or(spec);
         let info = FieldInfo {
             reader,
             index: field,

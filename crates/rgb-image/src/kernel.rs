@@ -2,7 +2,7 @@
 //! loader calls for every sample of an `RGBImageField`.
 
 use super::{
-    AreaResizer, CropBox, ImageError, ImageMode, JpegDecoder, PixelMap, RandomResizedCrop, Result,
+    AreaResizer, CropBox, ImageError, ImageMode, JpegDecoder, RandomResizedCrop, Result,
     center_crop_box, dct_scaled_crop, random_resized_crop_box, rgb_len,
 };
 use rand_core::RngCore;
@@ -95,46 +95,6 @@ impl RgbDecoderKernel {
         out_h: u32,
         out_w: u32,
     ) -> Result<()> {
-        let target = Target::Packed(out);
-        self.decode_to(kind, mode, width, height, data, rng, target, out_h, out_w)
-    }
-
-    /// [`RgbDecoderKernel::decode_sample`] with the output rows spread through `map`
-    /// (flipped left-right when `flip`) into `out` (`map.output_bytes(out_h, out_w)`
-    /// bytes): the same `u8` pixels, each written as its table entry, without the `u8`
-    /// image ever being stored whole.
-    #[allow(clippy::too_many_arguments)] // decode_sample's, plus the map and the flip
-    pub fn decode_sample_mapped(
-        &mut self,
-        kind: &RgbDecoderKind,
-        mode: u8,
-        width: u16,
-        height: u16,
-        data: &[u8],
-        rng: &mut impl RngCore,
-        out: &mut [u8],
-        out_h: u32,
-        out_w: u32,
-        map: &PixelMap,
-        flip: bool,
-    ) -> Result<()> {
-        let target = Target::Mapped { out, map, flip };
-        self.decode_to(kind, mode, width, height, data, rng, target, out_h, out_w)
-    }
-
-    #[allow(clippy::too_many_arguments)] // as decode_sample
-    fn decode_to(
-        &mut self,
-        kind: &RgbDecoderKind,
-        mode: u8,
-        width: u16,
-        height: u16,
-        data: &[u8],
-        rng: &mut impl RngCore,
-        target: Target<'_>,
-        out_h: u32,
-        out_w: u32,
-    ) -> Result<()> {
         let (h, w) = (u32::from(height), u32::from(width));
         let needed = rgb_len(h, w);
         if h == 0 || w == 0 {
@@ -149,16 +109,13 @@ impl RgbDecoderKernel {
                 "unknown RGBImageField mode byte {mode}"
             )));
         };
-        let (out_needed, got) = match &target {
-            Target::Packed(out) => (rgb_len(out_h, out_w), out.len()),
-            Target::Mapped { out, map, .. } => (map.output_bytes(out_h, out_w), out.len()),
-        };
-        if got < out_needed {
+        let out_needed = rgb_len(out_h, out_w);
+        if out.len() < out_needed {
             return Err(ImageError::BufferTooSmall {
                 height: out_h,
                 width: out_w,
                 needed: out_needed,
-                got,
+                got: out.len(),
             });
         }
         if matches!(kind, RgbDecoderKind::Simple) && (h, w) != (out_h, out_w) {
@@ -203,7 +160,7 @@ impl RgbDecoderKernel {
                         ),
                     });
                 }
-                return self.resize(rneeded, rh, rw, rcrop, target, out_h, out_w);
+                return self.resize(rneeded, rh, rw, rcrop, out, out_h, out_w);
             }
             // No baseline decode for this JPEG: the exact path below.
         }
@@ -237,31 +194,18 @@ impl RgbDecoderKernel {
                 &self.full[..needed]
             }
         };
-        match (crop, target) {
-            (None, Target::Packed(out)) => {
-                out[..needed].copy_from_slice(pixels);
-                Ok(())
-            }
-            (None, Target::Mapped { out, map, flip }) => {
-                let (hu, wu) = (h as usize, w as usize);
-                for (y, row) in pixels.chunks_exact(wu * 3).enumerate() {
-                    map.write_row(row, y, hu, wu, flip, out);
-                }
-                Ok(())
-            }
-            (Some(crop), Target::Packed(out)) => self
-                .resizer
-                .resize_crop_into(pixels, h, w, crop, out, out_h, out_w),
-            (Some(crop), Target::Mapped { out, map, flip }) => self
-                .resizer
-                .resize_crop_mapped(pixels, h, w, crop, out, out_h, out_w, map, flip),
-        }
+        let Some(crop) = crop else {
+            out[..needed].copy_from_slice(pixels);
+            return Ok(());
+        };
+        self.resizer
+            .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)
     }
 }
 
 impl RgbDecoderKernel {
     /// Resizes `crop` of the `h x w` image held in the scratch buffer's first `len`
-    /// bytes into `target` (the reduced decode's last step).
+    /// bytes into `out` (the reduced decode's last step).
     #[allow(clippy::too_many_arguments)] // the image, the crop and the output shape
     fn resize(
         &mut self,
@@ -269,30 +213,12 @@ impl RgbDecoderKernel {
         h: u32,
         w: u32,
         crop: CropBox,
-        target: Target<'_>,
+        out: &mut [u8],
         out_h: u32,
         out_w: u32,
     ) -> Result<()> {
         let pixels = &self.full[..len];
-        match target {
-            Target::Packed(out) => self
-                .resizer
-                .resize_crop_into(pixels, h, w, crop, out, out_h, out_w),
-            Target::Mapped { out, map, flip } => self
-                .resizer
-                .resize_crop_mapped(pixels, h, w, crop, out, out_h, out_w, map, flip),
-        }
+        self.resizer
+            .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)
     }
-}
-
-/// Where a decoded sample goes.
-enum Target<'a> {
-    /// A packed `u8` `[H, W, 3]` image.
-    Packed(&'a mut [u8]),
-    /// Through a pixel map.
-    Mapped {
-        out: &'a mut [u8],
-        map: &'a PixelMap,
-        flip: bool,
-    },
 }

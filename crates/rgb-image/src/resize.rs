@@ -15,7 +15,6 @@
 //!   fixed point of OpenCV's `INTER_LINEAR` (with the 16-bit rounding of
 //!   OpenCV's vector code in the vertical pass).
 
-use super::pixel_map::{Mapped, Packed, PixelMap, RowSink};
 use super::resize_rows::{hresize, hsum_area_row, sat_u8, scale_add_sat, vresize};
 // Also the paths `simd_tests` reaches the row passes by.
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -96,8 +95,6 @@ pub struct AreaResizer {
     fsum: Vec<f32>,
     irow0: Vec<i32>,
     irow1: Vec<i32>,
-    /// One output row for a [`PixelMap`] to spread (mapped resizes only).
-    maprow: Vec<u8>,
     /// The instruction set the kernels run with.
     isa: Isa,
 }
@@ -190,7 +187,6 @@ impl AreaResizer {
             fsum: Vec::new(),
             irow0: Vec::new(),
             irow1: Vec::new(),
-            maprow: Vec::new(),
             isa: Isa::detect(),
         }
     }
@@ -353,11 +349,7 @@ impl AreaResizer {
                 got: dst.len(),
             });
         }
-        let mut sink = Packed {
-            dst: &mut dst[..dst_needed],
-            row: dw as usize * CN,
-        };
-        self.run(src, src_stride, sh, sw, &mut sink, dh, dw);
+        self.run(src, src_stride, sh, sw, &mut dst[..dst_needed], dh, dw);
         Ok(())
     }
 
@@ -387,15 +379,15 @@ impl AreaResizer {
         Ok(())
     }
 
-    /// Resizes a checked view, row by row into `sink`.
-    #[allow(clippy::too_many_arguments)] // resize_into's shape, with the sink for dst
+    /// Resizes a checked view into `dst`, exactly `dh x dw` RGB pixels long.
+    #[allow(clippy::too_many_arguments)] // resize_into's shape
     fn run(
         &mut self,
         src: &[u8],
         src_stride: usize,
         sh: u32,
         sw: u32,
-        sink: &mut dyn RowSink,
+        dst: &mut [u8],
         dh: u32,
         dw: u32,
     ) {
@@ -406,59 +398,18 @@ impl AreaResizer {
             h: sh as usize,
             row: sw as usize * CN,
         };
-        let (dh, dwidth) = (dh as usize, dw as usize * CN);
+        debug_assert_eq!(dst.len(), rgb_len(dh, dw));
+        let dwidth = dw as usize * CN;
         match self.plan {
             Plan::Copy => {
-                for y in 0..dh {
-                    sink.row(y).copy_from_slice(view.row(y));
-                    sink.finish(y);
+                for (y, out) in dst.chunks_exact_mut(dwidth).enumerate() {
+                    out.copy_from_slice(view.row(y));
                 }
             }
-            Plan::Fast { sx, sy } => resize_fast(&view, sink, dh, dwidth, sx, sy),
-            Plan::Area => self.resize_area(&view, sink),
-            Plan::Linear { xmax } => self.resize_linear(&view, sink, xmax),
+            Plan::Fast { sx, sy } => resize_fast(&view, dst, dwidth, sx, sy),
+            Plan::Area => self.resize_area(&view, dst, dwidth),
+            Plan::Linear { xmax } => self.resize_linear(&view, dst, dwidth, xmax),
         }
-    }
-
-    /// [`AreaResizer::resize_crop_into`], with each output row spread by `map` into `out`
-    /// (flipped left-right when `flip`): the same `u8` values, only never stored as a whole
-    /// image. `out` holds at least `map.output_bytes(dh, dw)` bytes.
-    #[allow(clippy::too_many_arguments)] // resize_crop_into's shape, plus the map
-    pub fn resize_crop_mapped(
-        &mut self,
-        image: &[u8],
-        height: u32,
-        width: u32,
-        crop: CropBox,
-        out: &mut [u8],
-        dh: u32,
-        dw: u32,
-        map: &PixelMap,
-        flip: bool,
-    ) -> Result<()> {
-        let (src, stride) = crop_view(image, height, width, crop)?;
-        Self::check_view(src, stride, crop.h, crop.w, dh, dw)?;
-        let needed = map.output_bytes(dh, dw);
-        if out.len() < needed {
-            return Err(ImageError::BufferTooSmall {
-                height: dh,
-                width: dw,
-                needed,
-                got: out.len(),
-            });
-        }
-        let mut buf = std::mem::take(&mut self.maprow);
-        let mut sink = Mapped {
-            map,
-            buf: &mut buf,
-            out: &mut out[..needed],
-            h: dh as usize,
-            w: dw as usize,
-            flip,
-        };
-        self.run(src, stride, crop.h, crop.w, &mut sink, dh, dw);
-        self.maprow = buf;
-        Ok(())
     }
 
     /// Resizes the `crop` of the packed `height x width` RGB image `image`
@@ -482,7 +433,7 @@ impl AreaResizer {
     /// `ResizeArea_Invoker`: per source row, the horizontally weighted row in
     /// `f32`, accumulated into the output row with the row's weight; the
     /// same operations in the same order as OpenCV, so the same roundings.
-    fn resize_area(&mut self, src: &View<'_>, sink: &mut dyn RowSink) {
+    fn resize_area(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize) {
         let Self {
             xtaps,
             xtap,
@@ -500,7 +451,7 @@ impl AreaResizer {
         // A source row straddling two output rows is weighted horizontally
         // once: `fbuf` keeps the last row's sums for the next output row.
         let mut cached = None;
-        for (y, g) in ygroups.iter().enumerate() {
+        for (g, out) in ygroups.iter().zip(dst.chunks_exact_mut(dwidth)) {
             let rows = g.start as usize..(g.start + g.len) as usize;
             let betas = &yweights[g.first as usize..(g.first + g.len) as usize];
             for (k, (sy, &beta)) in rows.zip(betas).enumerate() {
@@ -521,13 +472,12 @@ impl AreaResizer {
                     scale_add(isa, fsum, fbuf, beta, k > 0);
                 } else {
                     // The last row's accumulation and the rounding in one pass.
-                    scale_add_sat(isa, fsum, fbuf, beta, k > 0, sink.row(y));
+                    scale_add_sat(isa, fsum, fbuf, beta, k > 0, out);
                 }
             }
             if betas.is_empty() {
-                sat_u8_row(isa, fsum, sink.row(y));
+                sat_u8_row(isa, fsum, out);
             }
-            sink.finish(y);
         }
     }
 
@@ -537,7 +487,7 @@ impl AreaResizer {
     /// and a source row is only resized again when it was not among them:
     /// when upscaling, most output rows reuse both, and when `sy` advances
     /// by one the old second row becomes the first.
-    fn resize_linear(&mut self, src: &View<'_>, sink: &mut dyn RowSink, xmax: usize) {
+    fn resize_linear(&mut self, src: &View<'_>, dst: &mut [u8], dwidth: usize, xmax: usize) {
         let Self {
             xofs,
             xalpha,
@@ -555,7 +505,10 @@ impl AreaResizer {
         let last = src.h - 1;
         // The source rows `irow0` and `irow1` hold (none yet).
         let mut held = [usize::MAX; 2];
-        for (dy, (&sy, &[b0, b1])) in yofs.iter().zip(ybeta.iter()).enumerate() {
+        for (out, (&sy, &[b0, b1])) in dst
+            .chunks_exact_mut(dwidth)
+            .zip(yofs.iter().zip(ybeta.iter()))
+        {
             let want = [sy as usize, (sy as usize + 1).min(last)];
             if held[0] != want[0] {
                 if held[1] == want[0] {
@@ -574,8 +527,7 @@ impl AreaResizer {
                 }
                 held[1] = want[1];
             }
-            vresize(isa, irow0, irow1, b0, b1, sink.row(dy));
-            sink.finish(dy);
+            vresize(isa, irow0, irow1, b0, b1, out);
         }
     }
 }
@@ -596,19 +548,11 @@ impl View<'_> {
 }
 
 /// `resizeAreaFast_`: integer `sx x sy` blocks.
-fn resize_fast(
-    src: &View<'_>,
-    sink: &mut dyn RowSink,
-    dh: usize,
-    dwidth: usize,
-    sx: usize,
-    sy: usize,
-) {
+fn resize_fast(src: &View<'_>, dst: &mut [u8], dwidth: usize, sx: usize, sy: usize) {
     if sx == 2 && sy == 2 {
         // ResizeAreaFastVec's 2x2 path: (a + b + c + d + 2) >> 2.
-        for dy in 0..dh {
+        for (dy, out) in dst.chunks_exact_mut(dwidth).enumerate() {
             let (r0, r1) = (src.row(2 * dy), src.row(2 * dy + 1));
-            let out = &mut sink.row(dy)[..dwidth];
             for (dx, o) in out.chunks_exact_mut(CN).enumerate() {
                 let base = dx * 2 * CN;
                 for c in 0..CN {
@@ -619,13 +563,11 @@ fn resize_fast(
                     o[c] = ((s + 2) >> 2) as u8;
                 }
             }
-            sink.finish(dy);
         }
         return;
     }
     let scale = 1.0f32 / (sx * sy) as f32;
-    for dy in 0..dh {
-        let out = &mut sink.row(dy)[..dwidth];
+    for (dy, out) in dst.chunks_exact_mut(dwidth).enumerate() {
         for (dx, o) in out.chunks_exact_mut(CN).enumerate() {
             let mut sums = [0u32; CN];
             for yy in 0..sy {
@@ -641,7 +583,6 @@ fn resize_fast(
                 o[c] = sat_u8(sums[c] as f32 * scale);
             }
         }
-        sink.finish(dy);
     }
 }
 

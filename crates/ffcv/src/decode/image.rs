@@ -14,17 +14,16 @@ use std::cell::RefCell;
 
 use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
-use rand_pcg::Pcg64;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use rgb_image::{JpegFrame, PixelMap, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
+use rgb_image::{JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
 
 thread_local! {
     /// One reusable kernel per thread (each loader worker decodes with its own).
     static KERNEL: RefCell<RgbDecoderKernel> = RefCell::new(RgbDecoderKernel::new());
 }
 
-pub(super) fn expect_image(info: &FieldInfo<'_>) -> Result<(), String> {
+fn expect_image(info: &FieldInfo<'_>) -> Result<(), String> {
     if info.field.field_type == FieldType::RgbImage {
         Ok(())
     } else {
@@ -109,13 +108,14 @@ pub fn check_stored_image(
     Ok(())
 }
 
-/// Checks one sample's stored image and runs `decode` on the thread's kernel with its
-/// mode, width, height and the sample's rng: the part [`decode_with`] and
-/// [`decode_mapped_with`] share.
-fn with_kernel(
+/// Checks one sample's stored image and decodes it with the thread's kernel into an
+/// `out_h x out_w` row.
+fn decode_with(
+    (kind, dct_downscale): (&RgbDecoderKind, bool),
     input: &SampleInput<'_>,
-    dct_downscale: bool,
-    decode: impl FnOnce(&mut RgbDecoderKernel, u8, u16, u16, &mut Pcg64) -> rgb_image::Result<()>,
+    out: &mut [u8],
+    out_h: u32,
+    out_w: u32,
 ) -> Result<(), String> {
     let (mode, width, height) = input
         .image_header()
@@ -128,40 +128,11 @@ fn with_kernel(
             .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
         // Set on every call: the thread's kernel serves every image decoder of the thread.
         kernel.set_dct_downscale(dct_downscale);
-        decode(&mut kernel, mode, width, height, &mut rng).map_err(|e| e.to_string())
-    })
-}
-
-/// Decodes one sample with the thread's kernel into an `out_h x out_w` row.
-fn decode_with(
-    (kind, dct_downscale): (&RgbDecoderKind, bool),
-    input: &SampleInput<'_>,
-    out: &mut [u8],
-    out_h: u32,
-    out_w: u32,
-) -> Result<(), String> {
-    with_kernel(input, dct_downscale, |kernel, mode, width, height, rng| {
-        kernel.decode_sample(
-            kind, mode, width, height, input.data, rng, out, out_h, out_w,
-        )
-    })
-}
-
-/// [`decode_with`] through a pixel map (see [`super::fused`]): the same crop of the same
-/// pixels, each written as its `map` entry, flipped when `flip` says so.
-pub(super) fn decode_mapped_with(
-    (kind, dct_downscale): (&RgbDecoderKind, bool),
-    input: &SampleInput<'_>,
-    out: &mut [u8],
-    (out_h, out_w): (u32, u32),
-    map: &PixelMap,
-    flip: impl FnOnce() -> bool,
-) -> Result<(), String> {
-    with_kernel(input, dct_downscale, |kernel, mode, width, height, rng| {
-        let flip = flip();
-        kernel.decode_sample_mapped(
-            kind, mode, width, height, input.data, rng, out, out_h, out_w, map, flip,
-        )
+        kernel
+            .decode_sample(
+                kind, mode, width, height, input.data, &mut rng, out, out_h, out_w,
+            )
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -278,13 +249,6 @@ impl Decoder for CenterCropRGBImageDecoder {
     fn dct_downscale(&self) -> bool {
         self.dct_downscale
     }
-
-    fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
-        Some((
-            RgbDecoderKind::CenterCrop { ratio: self.ratio },
-            self.output_size,
-        ))
-    }
 }
 
 /// FFCV's `RandomResizedCropRGBImageDecoder(output_size, scale, ratio)`: torchvision's
@@ -359,13 +323,6 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
 
     fn dct_downscale(&self) -> bool {
         self.dct_downscale
-    }
-
-    fn crop_kernel(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
-        Some((
-            RgbDecoderKind::RandomResizedCrop(self.params),
-            self.output_size,
-        ))
     }
 }
 

@@ -17,7 +17,6 @@
 
 mod defaults;
 mod fixed_bytes;
-pub(crate) mod fused;
 mod image;
 pub(crate) mod kernel;
 mod spec;
@@ -231,17 +230,9 @@ pub trait Decoder: Send + Sync + 'static {
         None
     }
 
-    /// For the built-in crop decoders: the image kernel they run and their output
-    /// `(height, width)`, so that the loader can fold the flip, normalize/convert and CHW
-    /// transforms after them into the resizer's output pass ([`PipelineSpec::fuse`]).
-    /// Default: `None` (nothing is folded into the decoder).
-    #[doc(hidden)]
-    fn crop_kernel(&self) -> Option<(rgb_image::RgbDecoderKind, (u32, u32))> {
-        None
-    }
-
     /// For the built-in crop decoders: whether their opt-in DCT-domain downscaling is on,
-    /// so that a decoder folded from them ([`PipelineSpec::fuse`]) keeps it. Default: off.
+    /// so that a caller holding only the `dyn Decoder` a spec parsed into (`:dct-scale`,
+    /// see [`DecoderChoice`]) can tell. Default: off.
     #[doc(hidden)]
     fn dct_downscale(&self) -> bool {
         false
@@ -266,7 +257,6 @@ pub enum CopyRule {
 pub struct PipelineSpec {
     pub(crate) decoder: Arc<dyn Decoder>,
     pub(crate) transforms: Vec<Arc<dyn Operation>>,
-    pub(crate) fuse: bool,
 }
 
 impl std::fmt::Debug for PipelineSpec {
@@ -290,7 +280,6 @@ impl PipelineSpec {
         PipelineSpec {
             decoder,
             transforms: Vec::new(),
-            fuse: false,
         }
     }
 
@@ -303,20 +292,6 @@ impl PipelineSpec {
     /// Appends a shared transform.
     pub fn then_arc(mut self, op: Arc<dyn Operation>) -> PipelineSpec {
         self.transforms.push(op);
-        self
-    }
-
-    /// Whether the loader may fold the transforms right after a crop decoder
-    /// ([`RandomResizedCropRGBImageDecoder`], [`CenterCropRGBImageDecoder`]) into the
-    /// resizer's output pass: an optional `RandomHorizontalFlip`, then an optional
-    /// `NormalizeImage` or `Convert` of the `u8` pixels, then an optional `ToChw`. The
-    /// output is the same bit for bit (each element is the operation's own table entry,
-    /// the flip draws from the flip's own generator); only the `u8` crop is never stored
-    /// whole. Off by default: measured on photographs to 224, the folded pass (a scalar
-    /// table loop) cost more than the JIT's vector loop over the stored crop it saves
-    /// re-reading (`docs/performance-notes.md`, "Folding the transforms into the resizer").
-    pub fn fuse(mut self, on: bool) -> PipelineSpec {
-        self.fuse = on;
         self
     }
 

@@ -1,7 +1,8 @@
 //! The image decoders in the loader, end to end over FFCV 1.0.2's image fixtures: every
 //! output equals what FFCV recorded, byte for byte (raw images with
 //! `SimpleRGBImageDecoder`, JPEGs with `CenterCropRGBImageDecoder((32, 32), 224/256)`),
-//! with both caches and 1 or 2 workers; and the errors of image decoding.
+//! with both caches and 1 or 2 workers; the opt-in DCT-domain downscaling through the
+//! loader; and the errors of image decoding.
 
 use base64::Engine as _;
 use ffcv::decode::{
@@ -302,4 +303,83 @@ fn a_corrupt_jpeg_ends_the_epoch_with_an_error_naming_field_and_sample() {
         }
         assert!(err.to_string().contains("sample 13"), "{err}");
     }
+}
+
+/// The four test photographs, each three times (so the random crops differ).
+fn write_photos(dir: &std::path::Path) -> std::path::PathBuf {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rgb-image/tests/data/photos");
+    let mut images = Vec::new();
+    for name in ["astronaut.jpg", "chelsea.jpg", "coffee.jpg", "rocket.jpg"] {
+        let bytes = std::fs::read(root.join(name)).unwrap();
+        let (width, height) = {
+            let frame = ffcv::image::JpegFrame::find(&bytes).unwrap();
+            (frame.width, frame.height)
+        };
+        images.push((bytes, width, height));
+    }
+    let path = dir.join("photos.beton");
+    DatasetWriter::new(&path, vec![FieldSpec::new("image", FieldType::RgbImage)])
+        .unwrap()
+        .write(&from_fn(12, |i| {
+            let (bytes, width, height) = images[i as usize % images.len()].clone();
+            Ok(vec![FieldValue::RgbImage(RgbImage::Jpeg {
+                width,
+                height,
+                bytes,
+            })])
+        }))
+        .unwrap();
+    path
+}
+
+/// Two epochs of the image field's bytes, batch after batch.
+fn image_bytes(path: &std::path::Path, spec: PipelineSpec, compile: bool, workers: i64) -> Vec<u8> {
+    let mut loader = Loader::builder(path)
+        .batch_size(5)
+        .drop_last(false)
+        .seed(11)
+        .num_workers(workers)
+        .compile(compile)
+        .pipeline("image", spec)
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        for batch in loader.iter() {
+            out.extend_from_slice(batch.unwrap().output("image").unwrap().bytes());
+        }
+    }
+    out
+}
+
+#[test]
+fn dct_downscaled_crops_do_not_depend_on_workers_and_stay_close_to_the_exact_crops() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_photos(dir.path());
+    let random =
+        || PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((64, 64)).dct_downscale(true));
+    assert_eq!(
+        image_bytes(&path, random(), true, 2),
+        image_bytes(&path, random(), false, 1)
+    );
+    let exact = image_bytes(
+        &path,
+        PipelineSpec::new(CenterCropRGBImageDecoder::new((56, 56), 0.875)),
+        true,
+        2,
+    );
+    let centre =
+        || PipelineSpec::new(CenterCropRGBImageDecoder::new((56, 56), 0.875).dct_downscale(true));
+    let reduced = image_bytes(&path, centre(), true, 2);
+    assert_eq!(reduced, image_bytes(&path, centre(), false, 1));
+    // The photos' crops (262 px and up) are reduced, so the pixels move, a little.
+    assert_ne!(exact, reduced);
+    let sq: f64 = exact
+        .iter()
+        .zip(&reduced)
+        .map(|(&a, &b)| f64::from(a.abs_diff(b)).powi(2))
+        .sum();
+    let psnr = 10.0 * (255.0f64.powi(2) * exact.len() as f64 / sq).log10();
+    assert!(psnr > 27.0, "PSNR {psnr:.2} dB");
 }

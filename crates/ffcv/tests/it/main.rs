@@ -19,7 +19,6 @@ mod loader_errors_keep_their_cause;
 mod loader_exactly_once;
 mod loader_field_types;
 mod loader_fixtures;
-mod loader_fused;
 mod loader_held_batches;
 mod loader_hostile_images;
 mod loader_images;
