@@ -11,13 +11,10 @@
 //! ([`row_transforms`] has the rule).
 
 mod datasets;
-mod delay_proxy;
 mod jit;
 mod loader_matrix;
-mod loopback;
 mod page_cache;
 mod plot;
-mod range_server;
 mod reader;
 mod remote;
 mod report;
@@ -57,15 +54,13 @@ struct Args {
     /// Where data sets and results go [default: <workspace>/target/bench].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Run these transforms after the decoder of FIELD on the decoder-only loader rows
-    /// (`copy`, `rrc64`, `rrc224`) of every data set that has FIELD; those rows' names get
-    /// `/+FIELD=OPS`. Repeatable; ops: flip[:P], normalize:imagenet[:DTYPE],
-    /// normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE, cutout:SIZE, translate:PAD,
-    /// squeeze.
+    /// Transforms after the decoder of FIELD on the decoder-only loader rows (the help
+    /// lists the ops).
     #[arg(
         long = "transform",
         value_name = "FIELD=OP[,OP…]",
-        value_parser = row_transforms::parse_transform
+        value_parser = row_transforms::parse_transform,
+        help = transform_help()
     )]
     transforms: Vec<TransformArg>,
     /// Instead of the matrix: the remote benchmark (local file against the moto S3
@@ -96,6 +91,17 @@ struct Args {
     /// Internal, with `--remote-measure`: the decoder of `image`.
     #[arg(long, hide = true)]
     decoder: Option<String>,
+}
+
+/// The help of `--transform`, with the facade's list of ops (so that no copy of it can go
+/// stale).
+fn transform_help() -> String {
+    format!(
+        "Run these transforms after the decoder of FIELD on the decoder-only loader rows \
+         (`copy`, `rrc64`, `rrc224`) of every data set that has FIELD; those rows' names get \
+         `/+FIELD=OPS`. Repeatable; ops: {}",
+        ffcv::transform_spec::TRANSFORM_GRAMMAR
+    )
 }
 
 /// `<workspace>/target/bench`, whatever the current directory.
@@ -430,6 +436,22 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("unknown op \"blur\""), "{text}");
         assert!(text.contains("normalize:imagenet"), "{text}");
+    }
+
+    #[test]
+    fn the_transform_help_lists_the_facades_ops() {
+        use clap::CommandFactory;
+        let command = Args::command();
+        let help = command
+            .get_arguments()
+            .find(|a| a.get_id() == "transforms")
+            .and_then(|a| a.get_help())
+            .unwrap()
+            .to_string();
+        assert!(
+            help.contains(ffcv::transform_spec::TRANSFORM_GRAMMAR),
+            "{help}"
+        );
     }
 
     fn filter(patterns: &[&str]) -> Filter {
