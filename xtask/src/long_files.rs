@@ -16,10 +16,6 @@ pub const ALLOWED: &[(&str, &str)] = &[
         "ToDevice: the GPU stage of the loader, its configuration and its batch type",
     ),
     (
-        "crates/ffcv-cli/src/commands/doctor.rs",
-        "the doctor command; being split into its own modules (issue 14)",
-    ),
-    (
         "crates/rgb-image/src/accurate.rs",
         "one libjpeg-exact decoder: baseline and progressive scans share its state",
     ),

@@ -29,6 +29,12 @@ pub fn is_shard_set(file: &Path, more: &[PathBuf]) -> bool {
     }
 }
 
+/// Whether `file` names a remote object (as [`Dataset::open`] classifies it).
+pub fn is_remote(file: &Path) -> bool {
+    file.to_str()
+        .is_some_and(|name| matches!(ffcv::Location::parse(name), ffcv::Location::Remote(_)))
+}
+
 /// Opens the dataset: [`Dataset::open`] for one file, else the shards.
 pub fn open(file: &Path, more: &[PathBuf]) -> ffcv::Result<Dataset> {
     if is_shard_set(file, more) {
@@ -45,5 +51,26 @@ pub fn builder(file: &Path, more: &[PathBuf]) -> LoaderBuilder {
         Loader::builder_shards(names(file, more))
     } else {
         Loader::builder(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_of_object_stores_are_remote_and_paths_local() {
+        for url in [
+            "http://127.0.0.1:1/f.beton",
+            "s3://bucket/f.beton",
+            "gs://bucket/f.beton",
+            "az://container/f.beton",
+            "abfss://container@acct.dfs.core.windows.net/f.beton",
+            "https://acct.blob.core.windows.net/container/f.beton",
+        ] {
+            assert!(is_remote(Path::new(url)), "{url}");
+        }
+        assert!(!is_remote(Path::new("file:///data/f.beton")));
+        assert!(!is_remote(Path::new("/data/f.beton")));
     }
 }

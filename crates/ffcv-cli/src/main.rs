@@ -9,6 +9,7 @@ mod cache_args;
 mod commands;
 mod dataset_args;
 mod error;
+mod loader_args;
 mod numeric_flags;
 mod pipeline_args;
 mod process_counters;

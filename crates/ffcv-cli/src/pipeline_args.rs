@@ -1,14 +1,67 @@
-//! `--transform FIELD=OP[,OP…]` of `ffcv bench` and `ffcv doctor`, and how it joins the
-//! `--decoder FIELD=SPEC` flags into the loader's pipelines.
+//! `--decoder FIELD=SPEC` and `--transform FIELD=OP[,OP…]` of `ffcv bench` and `ffcv
+//! doctor`, their help texts, and how they join into the loader's pipelines.
 //!
-//! The op grammar is the facade's ([`ffcv::transform_spec`]); a bad op string is a clap
-//! value error, so the command exits 2 with the grammar in the message.
+//! Both grammars are the facade's ([`ffcv::DecoderChoice::GRAMMAR`],
+//! [`ffcv::transform_spec::TRANSFORM_GRAMMAR`]), quoted in the help from those constants so
+//! that no list of names is copied by hand; a bad value is a clap value error, so the
+//! command exits 2 with the grammar in the message.
 
 use std::sync::Arc;
 
 use beton_io::Reader;
 use ffcv::jit::Operation;
 use ffcv::{DecoderChoice, LoaderBuilder};
+
+/// One `--decoder FIELD=SPEC`: the field, the text as given and the decoder.
+#[derive(Debug, Clone)]
+pub struct DecoderArg {
+    /// The field.
+    pub field: String,
+    /// The flag's value as given (`image=center-crop:224x224`), for reports and
+    /// recommended commands.
+    pub text: String,
+    /// The decoder.
+    pub choice: DecoderChoice,
+}
+
+impl DecoderArg {
+    /// The SPEC part of the value as given (`center-crop:224x224`).
+    pub fn spec(&self) -> &str {
+        self.text.split_once('=').map_or("", |(_, spec)| spec)
+    }
+}
+
+/// Parses `--decoder`'s value through the parser `ffcv dump --decoder` shares (the clap
+/// value parser: an error exits 2).
+pub fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
+    let (field, choice) = ffcv::decode::parse_field_decoder(text).map_err(|e| e.to_string())?;
+    Ok(DecoderArg {
+        field,
+        text: text.to_owned(),
+        choice,
+    })
+}
+
+/// The help of `--decoder FIELD=SPEC`, with the facade's list of SPECs.
+pub fn decoder_help() -> String {
+    format!(
+        "A field's decoder, repeatable: FIELD=SPEC with SPEC one of {}. A crop decoder's \
+         `:dct-scale` (e.g. `image=center-crop:112x112:dct-scale`) is opt-in DCT-domain \
+         downscaling, decoding the JPEG at 1/2, 1/4 or 1/8 where the crop is at least twice \
+         the output (faster, not FFCV's pixels)",
+        DecoderChoice::GRAMMAR
+    )
+}
+
+/// The help of `--transform FIELD=OP[,OP…]`, with the facade's list of ops.
+pub fn transform_help() -> String {
+    format!(
+        "A field's transforms after its decoder, repeatable: FIELD=OP[,OP…] with OP one of \
+         {}; e.g. FFCV's ImageNet training chain `--decoder image=random-resized-crop:224x224 \
+         --transform image=flip,normalize:imagenet:f32,chw`",
+        ffcv::transform_spec::TRANSFORM_GRAMMAR
+    )
+}
 
 /// One `--transform FIELD=OP[,OP…]`: the field, the text as given and its ops in order.
 #[derive(Clone)]
@@ -56,15 +109,15 @@ pub fn parse_transform(text: &str) -> Result<TransformArg, String> {
 pub fn apply(
     mut builder: LoaderBuilder,
     reader: &Reader,
-    decoders: &[(String, DecoderChoice)],
+    decoders: &[DecoderArg],
     transforms: &[TransformArg],
 ) -> Result<LoaderBuilder, String> {
     let last_decoder = |field: &str| {
         decoders
             .iter()
             .rev()
-            .find(|(f, _)| f == field)
-            .map(|(_, c)| c)
+            .find(|d| d.field == field)
+            .map(|d| &d.choice)
     };
     let mut done: Vec<&str> = Vec::new();
     for t in transforms {
@@ -82,9 +135,9 @@ pub fn apply(
                 .map_err(|e| format!("--transform {}: {e}", t.text))?;
         builder = builder.pipeline(t.field.clone(), spec);
     }
-    for (field, choice) in decoders {
-        if !done.contains(&field.as_str()) {
-            builder = builder.decoder(field.clone(), choice.clone());
+    for d in decoders {
+        if !done.contains(&d.field.as_str()) {
+            builder = builder.decoder(d.field.clone(), d.choice.clone());
         }
     }
     Ok(builder)

@@ -33,107 +33,19 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
+use ffcv::{Loader, LoaderStats};
 use serde_json::json;
 
-use super::order::OrderChoice;
-use crate::cache_args::CacheArgs;
 use crate::error::CliError;
+use crate::loader_args::LoaderArgs;
 use crate::process_counters::{ProcessCounters, cpu_utilisation, read_amplification};
-
-/// A `FIELD=SPEC` pair of `--decoder`.
-#[derive(Debug, Clone)]
-pub struct DecoderArg {
-    /// The field.
-    pub field: String,
-    /// The decoder.
-    pub choice: DecoderChoice,
-}
-
-/// `FIELD=SPEC` through the parser `ffcv dump --decoder` shares.
-fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
-    let (field, choice) = ffcv::decode::parse_field_decoder(text).map_err(|e| e.to_string())?;
-    Ok(DecoderArg { field, choice })
-}
 
 /// Arguments of `ffcv bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
-    /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
-    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
-    pub file: PathBuf,
-    /// More shards of the same dataset, after FILE (global sample ids run through the
-    /// files in the order given).
-    #[arg(value_name = "MORE")]
-    pub more: Vec<PathBuf>,
-
-    /// Samples per batch (1 to 2^20).
-    #[arg(long, default_value_t = 512, value_parser = crate::numeric_flags::batch_size::<u64>())]
-    pub batch_size: u64,
-
-    /// Decoding threads, 1 to 1024; -1 = the CPUs this process may use.
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true,
-          value_parser = crate::numeric_flags::num_workers)]
-    pub num_workers: i64,
-
-    /// The traversal order.
-    #[arg(long, value_enum, default_value = "sequential")]
-    pub order: OrderChoice,
-
-    /// Read through the process cache instead of the OS page cache.
-    #[arg(long)]
-    pub no_os_cache: bool,
-
-    /// The seed of random orders and augmentations (default: drawn, and reported).
-    #[arg(long)]
-    pub seed: Option<u64>,
-
-    /// Batches prepared ahead of the consumer (1 to 1024).
-    #[arg(long, default_value_t = 3, value_parser = crate::numeric_flags::batches_ahead::<u64>())]
-    pub batches_ahead: u64,
-
-    /// Keep the final partial batch.
-    #[arg(long)]
-    pub no_drop_last: bool,
-
-    /// Regenerate pipeline code at every epoch.
-    #[arg(long)]
-    pub recompile: bool,
-
-    /// Interpret pipelines instead of compiling them.
-    #[arg(long)]
-    pub no_compile: bool,
-
-    /// Process-cache knobs.
+    /// The dataset and the loader's knobs (shared with `ffcv doctor`).
     #[command(flatten)]
-    pub cache: CacheArgs,
-
-    /// Number of ranks of a distributed job (with --rank).
-    #[arg(long, requires = "rank", value_parser = clap::value_parser!(u64).range(1..))]
-    pub world_size: Option<u64>,
-
-    /// This process's rank, 0..world-size (with --world-size).
-    #[arg(long, requires = "world_size")]
-    pub rank: Option<u64>,
-
-    /// A field's decoder: FIELD=SPEC with SPEC one of default, none, raw-bytes, int, float,
-    /// bytes, json, ndarray, simple, center-crop:HxW[:RATIO],
-    /// random-resized-crop:HxW[:LO,HI[:LO,HI]] (repeatable). A crop decoder's SPEC may end in
-    /// `:dct-scale` (e.g. `image=center-crop:112x112:dct-scale`): opt-in DCT-domain
-    /// downscaling, decoding the JPEG at 1/2, 1/4 or 1/8 where the crop is at least twice
-    /// the output (faster, not FFCV's pixels).
-    #[arg(long, value_parser = parse_decoder)]
-    pub decoder: Vec<DecoderArg>,
-
-    /// A field's transforms after its decoder: FIELD=OP[,OP…] with OP one of flip[:P],
-    /// normalize:imagenet[:DTYPE], normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE,
-    /// cutout:SIZE, translate:PAD, squeeze (repeatable; e.g. FFCV's ImageNet training chain
-    /// `--decoder image=random-resized-crop:224x224 --transform
-    /// image=flip,normalize:imagenet:f32,chw`).
-    #[arg(long, value_name = "FIELD=OP[,OP…]",
-          value_parser = crate::pipeline_args::parse_transform)]
-    pub transform: Vec<crate::pipeline_args::TransformArg>,
+    pub loader: LoaderArgs,
 
     /// Timed epochs.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
@@ -150,11 +62,6 @@ pub struct BenchArgs {
     /// Read every byte of every batch (default: only touch each batch).
     #[arg(long)]
     pub touch: bool,
-
-    /// Where batches go: `cpu`, or `cuda:N` to copy every batch to that GPU through the
-    /// loader's GPU stage (each batch waited for on the host before the next).
-    #[arg(long, default_value = "cpu")]
-    pub device: ffcv::gpu::DeviceSpec,
 
     /// Continue from a loader state written by --save-state (the same file, order, seed,
     /// batch size and drop-last; any workers, cache, world size).
@@ -254,12 +161,6 @@ pub fn storage_bytes(remote: bool, kernel_read: Option<u64>, cache_read: u64) ->
     }
 }
 
-/// Whether `file` names a remote object (as `ffcv::Dataset::open` classifies it).
-pub(crate) fn is_remote(file: &std::path::Path) -> bool {
-    file.to_str()
-        .is_some_and(|name| matches!(ffcv::Location::parse(name), ffcv::Location::Remote(_)))
-}
-
 fn run_epoch(loader: &mut Loader, touch: bool, remote: bool) -> Result<EpochFigures, ffcv::Error> {
     let before: LoaderStats = loader.stats();
     let counters_before = ProcessCounters::now();
@@ -328,46 +229,7 @@ fn h2d_seconds(before: &LoaderStats, after: &LoaderStats) -> f64 {
 }
 
 fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + Sync>> {
-    let batch_size = usize::try_from(args.batch_size)
-        .map_err(|_| CliError::Usage(format!("--batch-size {} is too large", args.batch_size)))?;
-    let order: Order = traversal::OrderKind::from(args.order).into();
-    let mut b = crate::dataset_args::builder(&args.file, &args.more)
-        .batch_size(batch_size)
-        .num_workers(args.num_workers)
-        .order(order)
-        .os_cache(!args.no_os_cache)
-        .batches_ahead(args.batches_ahead as usize)
-        .drop_last(!args.no_drop_last)
-        .recompile(args.recompile)
-        .compile(!args.no_compile);
-    b = args.cache.apply(b);
-    if args.device != ffcv::gpu::DeviceSpec::Cpu {
-        b = b.device(args.device);
-    }
-    if let Some(seed) = args.seed {
-        b = b.seed(seed);
-    }
-    if let (Some(w), Some(r)) = (args.world_size, args.rank) {
-        b = b.distributed(true).world_size(w as usize).rank(r as usize);
-    }
-    if args.transform.is_empty() {
-        for d in &args.decoder {
-            b = b.decoder(d.field.clone(), d.choice.clone());
-        }
-    } else {
-        // The default decoder of a transformed field depends on its type: read the file once
-        // here and hand the same reader to the loader.
-        let dataset = crate::dataset_args::open(&args.file, &args.more)?;
-        let reader = std::sync::Arc::clone(&dataset.reader);
-        let decoders: Vec<(String, DecoderChoice)> = args
-            .decoder
-            .iter()
-            .map(|d| (d.field.clone(), d.choice.clone()))
-            .collect();
-        b = crate::pipeline_args::apply(b, &reader, &decoders, &args.transform)
-            .map_err(CliError::Usage)?
-            .dataset(dataset);
-    }
+    let mut b = args.loader.builder()?;
     if let Some(path) = &args.resume {
         b = b.resume(crate::state_file::read(path)?);
     }
@@ -397,7 +259,7 @@ fn stop_and_save(
     };
     crate::state_file::write(path, &state)?;
     let report = json!({
-        "file": args.file.display().to_string(),
+        "file": args.loader.file.display().to_string(),
         "epoch": epoch,
         "batches_consumed": batches,
         "seed": loader.seed(),
@@ -410,7 +272,7 @@ fn stop_and_save(
     } else {
         println!(
             "{}: consumed {batches} batches of epoch {epoch}; loader state written to {}",
-            args.file.display(),
+            args.loader.file.display(),
             path.display()
         );
     }
@@ -423,15 +285,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
     if loader.is_empty() {
         return Err(CliError::Usage(format!(
             "{}: an epoch has no batch with --batch-size {} (add --no-drop-last or lower it)",
-            args.file.display(),
-            args.batch_size
+            args.loader.file.display(),
+            args.loader.batch_size
         ))
         .into());
     }
     if let (Some(n), Some(path)) = (args.stop_after, &args.save_state) {
         return stop_and_save(&mut loader, args, n, path);
     }
-    let remote = is_remote(&args.file) || args.more.iter().any(|f| is_remote(f));
+    let remote = args.loader.is_remote();
     for _ in 0..args.warmup {
         run_epoch(&mut loader, args.touch, remote)?;
     }
@@ -455,14 +317,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             .collect(),
     );
     let report = json!({
-        "file": args.file.display().to_string(),
+        "file": args.loader.file.display().to_string(),
         "remote": remote,
-        "batch_size": args.batch_size,
+        "batch_size": args.loader.batch_size,
         "num_workers": loader.num_workers(),
-        "order": traversal::OrderKind::from(args.order).name(),
-        "os_cache": !args.no_os_cache,
+        "order": traversal::OrderKind::from(args.loader.order()).name(),
+        "os_cache": !args.loader.no_os_cache,
         "seed": loader.seed(),
-        "compile": !args.no_compile,
+        "compile": !args.loader.no_compile,
         "warmup": args.warmup,
         "epochs": args.epochs,
         "samples_per_epoch": epochs[0].samples,
@@ -500,13 +362,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
         let r = &report;
         println!(
             "{}: {} epochs (+{} warm-up), batch {}, {} workers, {} order, {}",
-            args.file.display(),
+            args.loader.file.display(),
             args.epochs,
             args.warmup,
-            args.batch_size,
+            args.loader.batch_size,
             loader.num_workers(),
             r["order"].as_str().unwrap_or_default(),
-            if args.no_os_cache {
+            if args.loader.no_os_cache {
                 "process cache"
             } else {
                 "OS cache"
@@ -533,7 +395,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error + Send + Sy
             "  consumer time    waiting for batches {:.4} s",
             r["consumer_wait_seconds"].as_f64().unwrap_or(0.0)
         );
-        if args.device != ffcv::gpu::DeviceSpec::Cpu {
+        if args.loader.device != ffcv::gpu::DeviceSpec::Cpu {
             println!(
                 "  GPU stage        host {:.4} s, copies {:.4} s device time, {} bytes",
                 r["slot_stage_seconds"].as_f64().unwrap_or(0.0),
@@ -580,19 +442,5 @@ mod tests {
         // Remote: the kernel saw no storage reads; the cache fetched 3 pages.
         assert_eq!(storage_bytes(true, Some(0), 3 << 20), 3 << 20);
         assert_eq!(storage_bytes(true, None, 5), 5);
-        assert!(is_remote(std::path::Path::new(
-            "http://127.0.0.1:1/f.beton"
-        )));
-        assert!(is_remote(std::path::Path::new("s3://bucket/f.beton")));
-        for url in [
-            "gs://bucket/f.beton",
-            "az://container/f.beton",
-            "abfss://container@acct.dfs.core.windows.net/f.beton",
-            "https://acct.blob.core.windows.net/container/f.beton",
-        ] {
-            assert!(is_remote(std::path::Path::new(url)), "{url}");
-        }
-        assert!(!is_remote(std::path::Path::new("file:///data/f.beton")));
-        assert!(!is_remote(std::path::Path::new("/data/f.beton")));
     }
 }

@@ -39,12 +39,9 @@ pub struct DumpArgs {
     /// Also print the decoded bytes of bytes, ndarray and image fields as base64 (`b64`).
     #[arg(long)]
     pub raw: bool,
-    /// Decode FIELD with a loader decoder instead (repeatable): FIELD=SPEC, SPEC one of
-    /// simple, center-crop:HxW[:RATIO], random-resized-crop:HxW[:LO,HI[:LO,HI]], none,
-    /// raw-bytes, int, float, bytes, json, ndarray, default. A crop decoder's SPEC may end in
-    /// `:dct-scale`: opt-in DCT-domain downscaling of crops at least twice the output
-    /// (faster, not FFCV's pixels).
-    #[arg(long, value_parser = ffcv::decode::parse_field_decoder)]
+    /// Decode FIELD with a loader decoder instead, FIELD=SPEC (the help lists the SPECs).
+    #[arg(long, value_name = "FIELD=SPEC", value_parser = ffcv::decode::parse_field_decoder,
+          help = crate::pipeline_args::decoder_help())]
     pub decoder: Vec<(String, ffcv::DecoderChoice)>,
     /// Seed of random decoders (their output equals a loader's first epoch with this seed).
     #[arg(long, default_value_t = 0)]

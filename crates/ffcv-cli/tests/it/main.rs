@@ -16,6 +16,7 @@ mod cli_remote;
 mod cli_resume;
 mod cli_shards;
 mod dump_fixtures;
+mod help_texts;
 mod inspect_fixtures;
 mod numeric_flags;
 mod write_shards;

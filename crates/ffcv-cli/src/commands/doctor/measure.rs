@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use ffcv::{DecoderChoice, Loader, LoaderStats, Order};
+use ffcv::{Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
 use super::DoctorArgs;
@@ -15,57 +15,24 @@ use super::diagnose::Measurement;
 use super::tune::{Knobs, RunError};
 use crate::process_counters::ProcessCounters;
 
-/// Builds the loader `args` and `knobs` describe.
+/// Builds the loader `args` and `knobs` describe: the flags' loader, with the knobs the
+/// search sets (workers, cache, order, queue depth, memory budget, QuasiRandom buffer) and
+/// the seed on top.
 pub fn build_loader(args: &DoctorArgs, knobs: &Knobs, seed: u64) -> Result<Loader, RunError> {
-    let mut builder = crate::dataset_args::builder(&args.file, &args.more)
-        .batch_size(args.batch_size)
+    let mut builder = args
+        .loader
+        .builder()
+        .map_err(|err| RunError::other(err.to_string()))?
         .num_workers(knobs.num_workers as i64)
         .os_cache(knobs.os_cache)
         .order(Order::from(OrderKind::from(knobs.order)))
         .seed(seed)
-        .drop_last(!args.no_drop_last)
-        .batches_ahead(knobs.batches_ahead)
-        .recompile(args.recompile)
-        .compile(!args.no_compile);
-    builder = args.cache.apply(builder);
+        .batches_ahead(knobs.batches_ahead);
     if let Some(bytes) = knobs.max_memory {
         builder = builder.max_memory(bytes);
     }
     if let Some(pages) = knobs.quasi_buffer_pages {
         builder = builder.quasi_buffer_pages(pages);
-    }
-    if args.device != ffcv::gpu::DeviceSpec::Cpu {
-        builder = builder.device(args.device);
-    }
-    if args.world_size > 1 {
-        builder = builder
-            .distributed(true)
-            .world_size(args.world_size as usize)
-            .rank(args.rank as usize);
-    }
-    let mut decoders = Vec::with_capacity(args.decoders.len());
-    for spec in &args.decoders {
-        let (field, decoder) = spec
-            .split_once('=')
-            .ok_or_else(|| RunError::other(format!("--decoder `{spec}`: expected FIELD=SPEC")))?;
-        let choice: DecoderChoice = decoder
-            .parse()
-            .map_err(|err| RunError::other(format!("--decoder `{spec}`: {err}")))?;
-        decoders.push((field.to_owned(), choice));
-    }
-    if args.transforms.is_empty() {
-        for (field, choice) in decoders {
-            builder = builder.decoder(field, choice);
-        }
-    } else {
-        // A transformed field's default decoder depends on its type, so the file is read
-        // here and the same reader handed to the loader.
-        let dataset = crate::dataset_args::open(&args.file, &args.more)
-            .map_err(|err| RunError::other(err.to_string()))?;
-        let reader = std::sync::Arc::clone(&dataset.reader);
-        builder = crate::pipeline_args::apply(builder, &reader, &decoders, &args.transforms)
-            .map_err(RunError::other)?
-            .dataset(dataset);
     }
     builder.build().map_err(|err| RunError::from_loader(&err))
 }
@@ -81,7 +48,7 @@ pub fn measure(
     if loader.is_empty() {
         return Err(RunError::other(format!(
             "an epoch has no full batch of {} (use --no-drop-last or a smaller --batch-size)",
-            args.batch_size
+            args.loader.batch_size
         )));
     }
     reset_peak_rss();
@@ -105,7 +72,7 @@ pub fn measure(
         slot_stage_seconds: (after.slot_stage - before.slot_stage).as_secs_f64(),
         h2d_seconds: h2d_seconds(&before, &after),
         h2d_bytes: after.h2d_bytes - before.h2d_bytes,
-        gpu_stage: args.device != ffcv::gpu::DeviceSpec::Cpu,
+        gpu_stage: args.loader.device != ffcv::gpu::DeviceSpec::Cpu,
         peak_rss_bytes: peak_rss_bytes(),
         workers: loader.num_workers(),
         cpu_seconds: counted.cpu_seconds,
@@ -113,10 +80,7 @@ pub fn measure(
         memory_guard_fired: false,
         // A remote source's bytes come over sockets, which `/proc/self/io` does not count:
         // what the cache fetched from it is the storage read.
-        read_bytes: if std::iter::once(&args.file)
-            .chain(&args.more)
-            .any(|f| crate::commands::bench::is_remote(f))
-        {
+        read_bytes: if args.loader.is_remote() {
             Some(after.storage_bytes_read - before.storage_bytes_read)
         } else {
             counted.read_bytes
