@@ -28,10 +28,6 @@ pub const ALLOWED: &[(&str, &str)] = &[
         "the loader benchmark rows and their unit tests (a third of the file)",
     ),
     (
-        "crates/gpu-stage/src/stage.rs",
-        "the stage's slots: pinned and device buffers, streams and events, one life cycle",
-    ),
-    (
         "crates/pipeline-jit/src/jit.rs",
         "the code generator: one Cranelift function per stage, all IR forms lowered here",
     ),

@@ -83,27 +83,35 @@
 //! crate-level checks on a GPU.
 
 mod device;
+mod device_element;
 mod dtype;
+mod enqueue;
 mod error;
+mod filling_slot;
 mod kernels;
 mod library;
 mod normalize;
+mod slot_buffers;
 mod slot_table;
 mod spec;
 mod stage;
+mod stage_config;
+mod stage_state;
+mod staged_batch;
 
 pub use cudarc;
 pub use device::{Device, MemInfo};
+pub use device_element::DeviceElement;
 pub use dtype::{
     DeviceDtype, bf16_bits_to_f64, f16_bits_to_f64, f64_to_bf16_bits, f64_to_f16_bits,
 };
 pub use error::{Error, Result};
+pub use filling_slot::FillingSlot;
 pub use kernels::KERNEL_SOURCE;
 pub use library::{driver_available, nvrtc_available};
 pub use normalize::{ImageShape, MAX_CHANNELS, Normalize, NormalizeTable, normalize_reference};
 pub use slot_table::{Acquired, SlotState, SlotTable};
 pub use spec::DeviceSpec;
-pub use stage::{
-    DeviceElement, DeviceOutputInfo, DeviceOutputKind, DeviceTensor, FillingSlot, OutputSpec,
-    Stage, StageConfig, StagedBatch,
-};
+pub use stage::Stage;
+pub use stage_config::{DeviceOutputInfo, DeviceOutputKind, OutputSpec, StageConfig};
+pub use staged_batch::{DeviceTensor, StagedBatch};
