@@ -1,8 +1,10 @@
 //! The layering check of `cargo xtask tidy`: every internal dependency of a workspace
 //! package (normal, build or dev) points to a strictly lower layer of the table in
 //! `docs/ARCHITECTURE.md`, and every package has a layer there. The table's `dev:` line
-//! names test-support crates: any package may have them as dev-dependencies, none as a
-//! normal or build dependency, and they themselves may depend on any layer.
+//! names test-support crates: any package may have them as dev-dependencies, and the
+//! packages of the top layer (the tools: benchmarks, cross-crate tests, which no other
+//! package may depend on) also as normal dependencies, so that what a library or front
+//! end ships never links test support; they themselves may depend on any layer.
 //!
 //! The dependency graph comes from `cargo metadata --no-deps` (so workspace inheritance,
 //! renames and target-specific sections are already resolved), read by the small JSON
@@ -68,11 +70,7 @@ pub fn check(root: &Path) -> Result<(), String> {
         eprintln!(
             "    layering: {} packages in {} layers",
             packages.len(),
-            layers
-                .values()
-                .filter(|&&l| l != DEV)
-                .max()
-                .map_or(0, |top| top + 1)
+            top_layer(&layers).map_or(0, |top| top + 1)
         );
         Ok(())
     } else {
@@ -115,9 +113,16 @@ pub fn parse_table(doc: &str) -> Result<Layers, String> {
     Ok(layers)
 }
 
-/// Every rule the packages break: a package missing from the table, or an internal
-/// dependency on a package of the same or a higher layer.
+/// The top numbered layer: its packages are the tools, which nothing else may depend on.
+pub fn top_layer(layers: &Layers) -> Option<u32> {
+    layers.values().copied().filter(|&l| l != DEV).max()
+}
+
+/// Every rule the packages break: a package missing from the table, an internal
+/// dependency on a package of the same or a higher layer, or a test-support crate used
+/// other than as a dev-dependency, or as a normal dependency of a top-layer tool.
 pub fn violations(layers: &Layers, packages: &[Package]) -> Vec<String> {
+    let top = top_layer(layers);
     let mut found = Vec::new();
     for package in packages {
         let Some(&own) = layers.get(&package.name) else {
@@ -129,11 +134,14 @@ pub fn violations(layers: &Layers, packages: &[Package]) -> Vec<String> {
         };
         for (dep, kind) in &package.internal {
             match layers.get(dep) {
-                Some(&DEV) if own != DEV && kind == "dev" => {}
+                Some(&DEV)
+                    if own != DEV && (kind == "dev" || (kind == "normal" && Some(own) == top)) => {}
                 Some(&DEV) => found.push(format!(
                     "`{}` has a {kind} dependency on `{dep}`, a test-support crate (the `dev:` \
-                     line), which may only be a dev-dependency of a layered crate",
-                    package.name
+                     line), which may only be a dev-dependency of a layered crate, or a normal \
+                     dependency of a tool of the top layer ({})",
+                    package.name,
+                    top.map_or_else(|| "none".to_owned(), |t| t.to_string())
                 )),
                 Some(&layer) if layer < own => {}
                 Some(&layer) => found.push(format!(
@@ -485,6 +493,8 @@ mod tests {
                 &[("mid", "normal"), ("low-b", "build"), ("kit", "dev")],
             ),
             package("low-a", &[("kit", "dev")]),
+            // A tool of the top layer may run the test support's servers.
+            package("top", &[("kit", "normal")]),
             package("kit", &[("top", "normal"), ("low-a", "normal")]),
         ];
         assert_eq!(violations(&layers, &good), Vec::<String>::new());
@@ -496,15 +506,25 @@ mod tests {
             package("top", &[("unlisted", "normal")]),
             package("mid", &[("kit", "normal")]),
             package("kit", &[("kit", "dev")]),
+            package("low-a", &[("kit", "normal")]),
+            package("top", &[("kit", "build")]),
         ];
         let found = violations(&layers, &bad);
-        assert_eq!(found.len(), 6, "{found:?}");
+        assert_eq!(found.len(), 8, "{found:?}");
         assert!(found[0].contains("`low-a` (layer 0) has a dev dependency on `low-b` (layer 0)"));
         assert!(found[1].contains("`mid` (layer 1) has a normal dependency on `top` (layer 2)"));
         assert!(found[2].contains("`new-crate` has no layer"));
         assert!(found[3].contains("`unlisted`, which has no layer"));
         assert!(found[4].contains("`mid` has a normal dependency on `kit`, a test-support"));
         assert!(found[5].contains("`kit` has a dev dependency on `kit`, a test-support"));
+        assert!(found[6].contains("`low-a` has a normal dependency on `kit`"));
+        assert!(
+            found[6].contains("of a tool of the top layer (2)"),
+            "{}",
+            found[6]
+        );
+        assert!(found[7].contains("`top` has a build dependency on `kit`"));
+        assert_eq!(top_layer(&layers), Some(2));
     }
 
     #[test]
