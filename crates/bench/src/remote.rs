@@ -1,8 +1,14 @@
-//! `ffcv-bench --remote`: the same `.beton` read from the local file and from an S3 store
-//! 20 ms away (the moto server on loopback behind [`DelayProxy`]), with the process cache
-//! and QuasiRandom, on 128 KiB samples: JPEG photographs decoded as in training, and raw
-//! bytes copied out. Not part of `--small` and not in CI (it needs moto, and its epochs
-//! wait on the delay).
+//! `ffcv-bench --remote`: the same `.beton` read from the local file and from stores
+//! 20 ms away, with the process cache and QuasiRandom, on 128 KiB samples: JPEG
+//! photographs decoded as in training, and raw bytes copied out. Not part of `--small`
+//! and not in CI (it needs moto, and its epochs wait on the delay).
+//!
+//! The stores are the test kit's servers on loopback: the moto S3 server, and an HTTP file
+//! server of the files on disk with keep-alive, a store that costs nothing per request
+//! beyond the bytes, so that its rows measure ffcv's remote path and the added latency,
+//! not the server. Each is behind a fault proxy that holds every byte the client sends
+//! for the latency ([`Fault::Latency`]): each request arrives that much later, while the
+//! answers stream back at loopback speed.
 //!
 //! The parent process writes the data sets, starts moto and the proxy, uploads the files
 //! and runs one child process per data set (`--remote-measure`) whose environment holds
@@ -12,23 +18,21 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use beton_io::ReaderOptions;
 use ffcv::{Loader, LoaderBuilder, Order};
+use ffcv_testkit::servers::{Fault, FaultProxy, FileBody, HttpFileServer, Moto};
 use page_cache::PageSource;
 use page_cache::remote::{RemoteConfig, RemoteStats, open_url};
 use serde_json::{Value, json};
 
 use crate::datasets::{self, Dataset};
-use crate::delay_proxy::DelayProxy;
 use crate::loader_matrix::{self, ImageSet};
-use crate::range_server::RangeServer;
 use crate::report::Row;
 
 /// Samples per batch: 64 x 128 KiB = 8 MiB, one page of the files.
@@ -73,101 +77,10 @@ pub struct RemoteBench {
     pub part_bytes: u64,
     /// Timed epochs per loader.
     pub epochs: usize,
-    /// Whether to measure through moto (S3) too; it is slow (see [`crate::range_server`]).
+    /// Whether to measure through moto (S3) too. It is slow: moto copies the whole object
+    /// for every range request (about 0.2 s per GET on a 270 MB object, which caps it near
+    /// 25 MB/s), hence the HTTP rows beside it.
     pub s3: bool,
-}
-
-/// Where a `moto_server` executable may be: `FFCV_MOTO_SERVER`, the CI's virtual
-/// environment under `target/`, then `PATH`.
-fn find_moto() -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("FFCV_MOTO_SERVER") {
-        candidates.push(PathBuf::from(p));
-    }
-    candidates.push(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto-venv/bin/moto_server"),
-    );
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("moto_server")));
-    }
-    candidates.into_iter().find(|p| p.is_file())
-}
-
-/// The moto server, killed and reaped on drop.
-struct Moto {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Moto {
-    fn start(exe: &Path) -> Result<Moto, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
-        let child = Command::new(exe)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        let mut moto = Moto {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                return Err(format!("{} exited at start: {status}", exe.display()));
-            }
-            if TcpStream::connect_timeout(&moto.addr, Duration::from_millis(200)).is_ok() {
-                return Ok(moto);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(format!("{} did not answer within 30 s", exe.display()))
-    }
-
-    /// `PUT path` with a body. moto routes a request to S3 by the service named in the
-    /// `Authorization` header's credential scope and does not check the signature, so a
-    /// fixed one does.
-    fn put(&self, path: &str, body: &[u8]) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("PUT {path} to moto: {e}");
-        let mut conn =
-            TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).map_err(fail)?;
-        conn.set_read_timeout(Some(Duration::from_secs(120)))
-            .map_err(fail)?;
-        let head = format!(
-            "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
-             x-amz-date: 20261201T120000Z\r\nx-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\
-             Authorization: AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/s3/aws4_request, \
-             SignedHeaders=host, Signature=0000\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        conn.write_all(head.as_bytes()).map_err(fail)?;
-        conn.write_all(body).map_err(fail)?;
-        let mut answer = Vec::new();
-        conn.read_to_end(&mut answer).map_err(fail)?;
-        let text = String::from_utf8_lossy(&answer);
-        let code = text.split_whitespace().nth(1).unwrap_or("?");
-        if code == "200" || code == "409" {
-            Ok(())
-        } else {
-            Err(format!(
-                "PUT {path} to moto answered {code}: {}",
-                text.chars().take(300).collect::<String>()
-            ))
-        }
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The photograph data set: `PHOTO_SAMPLES` JPEGs of about 128 KiB.
@@ -193,42 +106,39 @@ pub fn rows(
     bench: &RemoteBench,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<Row>, String> {
-    let moto_exe = find_moto();
-    if moto_exe.is_none() {
-        progress(
-            "SKIPPED remote benchmark: moto_server not found (set FFCV_MOTO_SERVER, or \
-             pip install 'moto[server]', e.g. into target/moto-venv)",
-        );
+    if let Err(why) = Moto::executable() {
+        progress(&format!("SKIPPED remote benchmark: {why}"));
         return Ok(Vec::new());
     }
     let raw = datasets::ensure(out_dir, &datasets::small()[0], progress)?;
     let photos = ensure_photos(out_dir, progress)?;
     let sets = [(&photos, Some(loader_matrix::PHOTOS_DECODER)), (&raw, None)];
     let key = |d: &Dataset| format!("{}.beton", d.label);
-    let moto = match (&moto_exe, bench.s3) {
-        (Some(exe), true) => {
-            let moto = Moto::start(exe)?;
-            progress(&format!("moto on {}", moto.addr));
-            moto.put(&format!("/{BUCKET}"), b"")?;
-            Some(moto)
-        }
-        _ => None,
+    let moto = if bench.s3 {
+        let moto = Moto::start()?;
+        progress(&format!("moto on {}", moto.addr));
+        moto.create_bucket(BUCKET)?;
+        Some(moto)
+    } else {
+        None
     };
-    let http = RangeServer::start(sets.iter().map(|(d, _)| (key(d), d.path.clone())).collect())
-        .map_err(|e| format!("cannot start the range server: {e}"))?;
-    let s3_proxy = match &moto {
-        Some(m) => Some(
-            DelayProxy::start(m.addr, bench.latency)
-                .map_err(|e| format!("cannot start the delay proxy: {e}"))?,
-        ),
-        None => None,
+    let http = sets
+        .iter()
+        .fold(HttpFileServer::builder().keep_alive(true), |b, (d, _)| {
+            b.file(&key(d), FileBody::Disk(d.path.clone()))
+        })
+        .start()
+        .map_err(|e| format!("cannot start the HTTP file server: {e}"))?;
+    let delayed = |upstream| {
+        FaultProxy::start_with(upstream, Fault::Latency(bench.latency))
+            .map_err(|e| format!("cannot start the delaying proxy: {e}"))
     };
-    let http_proxy = DelayProxy::start(http.addr(), bench.latency)
-        .map_err(|e| format!("cannot start the delay proxy: {e}"))?;
+    let s3_proxy = moto.as_ref().map(|m| delayed(m.addr)).transpose()?;
+    let http_proxy = delayed(http.addr())?;
     let ms = bench.latency.as_millis();
     let mut rows = Vec::new();
     for (dataset, decoder) in sets {
-        let mut urls = vec![format!("http://{}/{}", http_proxy.addr(), key(dataset))];
+        let mut urls = vec![http.url_of_via(&key(dataset), http_proxy.addr())];
         if let Some(moto) = &moto {
             let bytes = std::fs::read(&dataset.path)
                 .map_err(|e| format!("cannot read {}: {e}", dataset.path.display()))?;
@@ -237,7 +147,7 @@ pub fn rows(
                 key(dataset),
                 bytes.len()
             ));
-            moto.put(&format!("/{BUCKET}/{}", key(dataset)), &bytes)?;
+            moto.try_put(BUCKET, &key(dataset), &bytes)?;
             urls.push(format!("s3://{BUCKET}/{}", key(dataset)));
         }
         for &ahead in &bench.prefetch_ahead {
@@ -255,7 +165,7 @@ pub fn rows(
                 dataset.label,
                 urls.join(" and ")
             ));
-            let figures = run_child(&args, s3_proxy.as_ref().map(DelayProxy::addr))?;
+            let figures = run_child(&args, s3_proxy.as_ref().map(FaultProxy::addr))?;
             rows.extend(figures_rows(dataset, &args, ms, &figures));
         }
     }
@@ -263,7 +173,7 @@ pub fn rows(
         "proxies: {} HTTP requests over {} connections and {} S3 requests forwarded",
         http_proxy.requests(),
         http_proxy.connections(),
-        s3_proxy.as_ref().map_or(0, DelayProxy::requests)
+        s3_proxy.as_ref().map_or(0, FaultProxy::requests)
     ));
     Ok(rows)
 }

@@ -1,5 +1,7 @@
-//! What the workspace's tests share, in one dev-only crate (never a dependency of a
-//! library; `publish = false`), so that no test includes another crate's files by path:
+//! What the workspace's tests share, in one crate (`publish = false`) that no library or
+//! front end depends on, so that no test includes another crate's files by path. It is a
+//! dev-dependency of the crates it tests and a normal dependency only of the benchmark
+//! tool (`ffcv-bench`), whose remote benchmark runs the same servers:
 //!
 //! - [`servers`]: a loopback HTTP/1.1 file server with range requests, a TCP fault proxy
 //!   and the moto S3 server; [`azurite`]: the Azure Storage emulator. Both start real
