@@ -2,7 +2,6 @@
 //! reader and the writer.
 
 use crate::dtype::NumpyDtype;
-use crate::fields::{self, ExtentRule, FieldKind};
 
 /// The only file version FFCV 1.0.2 writes and reads.
 pub const VERSION: u16 = 2;
@@ -212,70 +211,12 @@ pub enum FieldType {
 }
 
 impl FieldType {
-    /// The module that knows this type; `None` for custom fields, whose handler is
-    /// registered per field ([`crate::Reader::custom_handler`]).
-    pub fn kind(&self) -> Option<&'static dyn FieldKind> {
-        Some(match self {
-            FieldType::Float => &fields::float::FloatKind,
-            FieldType::Int => &fields::int::IntKind,
-            FieldType::RgbImage => &fields::rgb_image::RgbImageKind,
-            FieldType::Bytes => &fields::bytes::BytesKind,
-            FieldType::NdArray(_) => &fields::ndarray::NDARRAY,
-            FieldType::Json => &fields::json::JsonKind,
-            FieldType::TorchTensor(_) => &fields::ndarray::TORCH_TENSOR,
-            FieldType::FixedBytes(_) => &fields::fixed_bytes::FixedBytesKind,
-            FieldType::Custom => return None,
-        })
-    }
-
-    /// FFCV's type id.
-    pub fn type_id(&self) -> u8 {
-        self.kind()
-            .map_or(fields::custom::CUSTOM_TYPE_ID, |k| k.type_id())
-    }
-
-    /// FFCV's class name (`"IntField"`, ...).
-    pub fn type_name(&self) -> &'static str {
-        self.kind().map_or("CustomField", |k| k.class_name())
-    }
-
     /// The NDArray/TorchTensor arguments, if any.
     pub fn ndarray_args(&self) -> Option<&NdArrayArgs> {
         match self {
             FieldType::NdArray(a) | FieldType::TorchTensor(a) => Some(a),
             _ => None,
         }
-    }
-
-    /// `(itemsize, alignment)` of this field's metadata as numpy lays it out. `None` for custom
-    /// fields, whose layout comes from the registered handler.
-    ///
-    /// The Bytes/JSON `{ptr, size}` and RGBImage `{mode, width, height, data_ptr}` structs are
-    /// numpy structs built without `align=True`: packed, with alignment 1.
-    pub fn metadata_layout(&self) -> Option<(u64, u64)> {
-        self.kind().map(|k| k.metadata_layout())
-    }
-
-    /// Where a sample's stored bytes are ([`ExtentRule::None`] for custom fields: their
-    /// handler's rule is [`crate::Reader::extent_rule`]'s).
-    pub fn extent_rule(&self) -> ExtentRule {
-        self.kind()
-            .map_or(ExtentRule::None, |k| k.extent_rule(self))
-    }
-
-    /// Whether the value is the metadata itself (Int, Float): a built-in type that stores
-    /// nothing in the data region.
-    pub fn value_in_metadata(&self) -> bool {
-        // A built-in type that stores nothing keeps its value in the metadata.
-        self.kind()
-            .is_some_and(|k| k.extent_rule(self) == ExtentRule::None)
-    }
-
-    /// The arguments as named values (`dtype`, `shape`, ...), for printing.
-    pub fn describe_arguments(&self) -> Vec<(&'static str, crate::JsonValue)> {
-        self.kind()
-            .map(|k| k.describe_arguments(self))
-            .unwrap_or_default()
     }
 }
 
@@ -359,13 +300,6 @@ pub enum FieldMetadata {
 }
 
 impl FieldMetadata {
-    /// Decodes `bytes` (exactly the field's metadata bytes) as `field_type`.
-    pub(crate) fn decode(field_type: &FieldType, b: &[u8]) -> FieldMetadata {
-        field_type
-            .kind()
-            .map_or(FieldMetadata::Custom, |k| k.metadata(b))
-    }
-
     /// The data pointer, for fields that store data in pages.
     pub fn ptr(&self) -> Option<u64> {
         match *self {

@@ -60,6 +60,7 @@ mod ranged;
 mod reader;
 mod shards;
 mod source;
+mod value;
 mod writer;
 
 pub use concat::{SHARD_ALIGN, ShardSpan};
@@ -77,4 +78,5 @@ pub use ranged::ReadRange;
 pub use reader::{AllocRow, Field, Reader, ReaderOptions};
 pub use shards::{ShardWritten, shard_path, shard_ranges};
 pub use source::{FnSource, SampleSource, from_fn};
-pub use writer::{DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, FieldValue, RgbImage, WriteSummary};
+pub use value::{FieldValue, RgbImage};
+pub use writer::{DEFAULT_PAGE_SIZE, DatasetWriter, FieldSpec, WriteSummary};

@@ -14,7 +14,7 @@ use crate::format::{
 use crate::json::JsonValue;
 use crate::mapping::Mapping;
 use crate::page_map::PageMap;
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// Options for [`Reader::open_with`].
 #[derive(Debug, Clone, Default)]

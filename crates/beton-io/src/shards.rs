@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result, SourceError};
 use crate::source::SampleSource;
-use crate::writer::{DatasetWriter, FieldValue, Progress, WriteSummary, rename_into_place};
+use crate::value::FieldValue;
+use crate::writer::{DatasetWriter, Progress, WriteSummary, rename_into_place};
 
 /// The file name of shard `shard` (from 0) of `num_shards` written for `out`.
 ///

@@ -2,7 +2,7 @@
 //! samples and, through [`from_fn`], for a length and a function.
 
 use crate::error::SourceError;
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// Where samples come from: anything indexable, shared by the writer threads.
 pub trait SampleSource: Sync {

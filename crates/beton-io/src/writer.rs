@@ -13,9 +13,9 @@ use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldType, HEADER_SIZE, Header,
     MAX_PAGE_SIZE, MIN_PAGE_SIZE, NAME_SIZE, VERSION,
 };
-use crate::json::JsonValue;
 use crate::reader::AllocRow;
 use crate::source::SampleSource;
+use crate::value::FieldValue;
 
 /// FFCV's default page size (4 x 2 MiB).
 pub const DEFAULT_PAGE_SIZE: u64 = 4 * MIN_PAGE_SIZE;
@@ -86,65 +86,6 @@ impl FieldSpec {
 enum Codec<'a> {
     Kind(&'static dyn FieldKind),
     Custom(&'a dyn CustomHandler),
-}
-
-/// An RGB image value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RgbImage {
-    /// Raw pixels, `height * width * 3` bytes in H x W x RGB order (metadata mode 1).
-    Raw {
-        /// Width in pixels.
-        width: u16,
-        /// Height in pixels.
-        height: u16,
-        /// The pixels.
-        pixels: Vec<u8>,
-    },
-    /// An already-encoded JPEG of an image of the given size (metadata mode 0).
-    Jpeg {
-        /// Width in pixels.
-        width: u16,
-        /// Height in pixels.
-        height: u16,
-        /// The JPEG file bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-/// One field's value in a sample, matched by position to the writer's fields.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum FieldValue {
-    /// For an Int field.
-    Int(i64),
-    /// For a Float field.
-    Float(f64),
-    /// For a Bytes field.
-    Bytes(Vec<u8>),
-    /// For an NDArray or TorchTensor field: exactly `item_size * prod(shape)` bytes, C order, in
-    /// the dtype's byte order.
-    NdArray(Vec<u8>),
-    /// For a JSON field: stored as Python's `json.dumps(value)` plus a NUL byte.
-    Json(JsonValue),
-    /// For an RGBImage field.
-    RgbImage(RgbImage),
-    /// For a custom field: bytes whose meaning its [`crate::CustomHandler`] defines.
-    Custom(Vec<u8>),
-}
-
-impl FieldValue {
-    /// The variant's name, for errors.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            FieldValue::Int(_) => "Int",
-            FieldValue::Float(_) => "Float",
-            FieldValue::Bytes(_) => "Bytes",
-            FieldValue::NdArray(_) => "NdArray",
-            FieldValue::Json(_) => "Json",
-            FieldValue::RgbImage(_) => "RgbImage",
-            FieldValue::Custom(_) => "Custom",
-        }
-    }
 }
 
 /// What a finished write produced.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType};
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// The kind of [`FieldType::Bytes`].
 #[derive(Debug, Clone, Copy)]

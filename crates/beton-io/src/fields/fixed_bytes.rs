@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType};
 use crate::json::JsonValue;
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// The type id of [`FieldType::FixedBytes`]: in 128..=254, which FFCV does not use.
 pub const FIXED_BYTES_TYPE_ID: u8 = 128;

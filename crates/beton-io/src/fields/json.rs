@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType};
 use crate::json::JsonValue;
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// The kind of [`FieldType::Json`].
 #[derive(Debug, Clone, Copy)]

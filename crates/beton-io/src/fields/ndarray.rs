@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType, NdArrayArgs};
 use crate::json::JsonValue;
-use crate::writer::FieldValue;
+use crate::value::FieldValue;
 
 /// The kind of [`FieldType::NdArray`] (`torch == false`) and [`FieldType::TorchTensor`].
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{Extent, ExtentRule, FieldKind, StoredLen, put_u64, stored, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType, IMAGE_MODE_JPEG, IMAGE_MODE_RAW};
-use crate::writer::{FieldValue, RgbImage};
+use crate::value::{FieldValue, RgbImage};
 
 /// The kind of [`FieldType::RgbImage`].
 #[derive(Debug, Clone, Copy)]
