@@ -443,6 +443,10 @@ fn custom(name: &str, params: &Bound<'_, PyDict>) -> PyResult<PyCustom> {
     })
 }
 
+/// The seed of `write_mode="proportion"`'s draws ([`ffcv::image::sample_generator`]):
+/// FFCV's `RGBImageField` takes none, and 0 is `ffcv write image-folder`'s default.
+const PROPORTION_SEED: u64 = 0;
+
 fn encode_image(
     encoder: &RgbImageEncoder,
     index: u64,
@@ -464,12 +468,10 @@ fn encode_image(
         _ => return Err(bad("not an image".into())),
     };
     let image = ffcv::image::RgbImage::new(w, h, pixels).map_err(|e| bad(e.to_string()))?;
-    // Only `write_mode="proportion"` draws; one generator per sample keeps the choice
-    // independent of the thread that writes it.
-    let mut rng =
-        rand_pcg::Pcg64::new(u128::from(index), 0xa02b_dbf7_bb3c_0a7a_c28f_a16a_64ab_f96d);
+    // Only `write_mode="proportion"` draws, from the writers' one seeding rule with seed 0
+    // (`ffcv write image-folder`'s default `--seed`): the same images give the CLI's file.
     let encoded = encoder
-        .encode(&image, &mut rng)
+        .encode_sample(&image, PROPORTION_SEED, index)
         .map_err(|e| bad(e.to_string()))?;
     Ok(FieldValue::RgbImage(match encoded.mode {
         ImageMode::Raw => RgbImage::Raw {

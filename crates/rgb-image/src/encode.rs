@@ -2,7 +2,8 @@
 //! area downscale, then raw pixels or a JPEG by `write_mode`.
 
 use super::{AreaResizer, ImageError, Result, RgbImage, encode_jpeg, rgb_len};
-use rand_core::RngCore;
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg64;
 
 /// How an image is stored (the `mode` byte of the field's metadata).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,7 +91,37 @@ impl Default for RgbImageEncoder {
     }
 }
 
+/// SplitMix64's output function: one well-mixed `u64` from any input.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The generator sample `sample` of a dataset written with `seed` draws its
+/// [`WriteMode::Proportion`] choice from: PCG-64 (`Pcg64::seed_from_u64`) seeded with
+/// `splitmix64(splitmix64(seed) ^ sample)`.
+///
+/// This is the one seeding rule of the writers: `ffcv write image-folder --seed` (0 by
+/// default) and the Python writer (`ffcv_rs` `RGBImageField(write_mode="proportion")`,
+/// seed 0) both reach it through [`RgbImageEncoder::encode_sample`], so the same images in
+/// the same order give the same file whichever writes it. The choice depends on the seed
+/// and the sample's index only, not on the thread that encodes it or on the samples
+/// before it.
+pub fn sample_generator(seed: u64, sample: u64) -> Pcg64 {
+    Pcg64::seed_from_u64(splitmix64(splitmix64(seed) ^ sample))
+}
+
 impl RgbImageEncoder {
+    /// Encodes sample `sample` (its index in the dataset) of a dataset written with `seed`:
+    /// [`RgbImageEncoder::encode`] with the sample's own generator,
+    /// [`sample_generator`]`(seed, sample)`. The writers call this, not `encode`, so that
+    /// `proportion` files do not depend on which front end wrote them.
+    pub fn encode_sample(&self, image: &RgbImage, seed: u64, sample: u64) -> Result<EncodedImage> {
+        self.encode(image, &mut sample_generator(seed, sample))
+    }
+
     /// Encodes `image`. `rng` is drawn from only by
     /// [`WriteMode::Proportion`] (one `u64` per image).
     pub fn encode(&self, image: &RgbImage, rng: &mut impl RngCore) -> Result<EncodedImage> {

@@ -85,6 +85,7 @@ pub use accurate::decode_jpeg_accurate;
 pub use crop::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
 pub use encode::{
     EncodedImage, ImageMode, RgbImageEncoder, WriteMode, downscale_to_max_resolution,
+    sample_generator,
 };
 pub use file::{read_image_bytes, read_image_file};
 pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
 use ffcv::image::{FolderError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
-use ffcv::jit::rng::{sample_rng, sample_seed};
 
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
@@ -55,7 +54,9 @@ pub struct ImageFolderArgs {
     /// `proportion` mode: the probability that an image is stored as JPEG.
     #[arg(long, default_value_t = 0.5, value_parser = crate::numeric_flags::probability)]
     pub compress_probability: f64,
-    /// Seed of the `proportion` mode's draws (the same seed writes the same file).
+    /// Seed of the `proportion` mode's draws: image i is JPEG when the first draw of
+    /// `ffcv::image::sample_generator(seed, i)` falls below --compress-probability. The
+    /// same seed writes the same file; the Python writer (`ffcv_rs`) writes with seed 0.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
@@ -199,9 +200,10 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         let source = from_fn(n, |i| {
             let entry = &images[i as usize];
             let image = folder.read(i as usize)?;
-            let mut rng = sample_rng(sample_seed(args.seed, 0, i, 0));
+            // The writers' one seeding rule (`ffcv::image::sample_generator`), which the
+            // Python writer follows too: the same folder gives the same file.
             let encoded = encoder
-                .encode(&image, &mut rng)
+                .encode_sample(&image, args.seed, i)
                 .map_err(|err| format!("{}: cannot encode: {err}", entry.path.display()))?;
             match encoded.mode {
                 ImageMode::Raw => raw.fetch_add(1, Ordering::Relaxed),

@@ -19,5 +19,6 @@ mod dump_fixtures;
 mod help_texts;
 mod inspect_fixtures;
 mod numeric_flags;
+mod proportion_mode;
 mod write_shards;
 mod write_synthetic;

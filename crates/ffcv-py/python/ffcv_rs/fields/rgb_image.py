@@ -228,7 +228,15 @@ class RandomResizedCropRGBImageDecoder(ResizedCropRGBImageDecoder):
 class RGBImageField(Field):
     """An RGB image per sample: a ``[H, W, 3]`` uint8 array or a PIL image, stored raw or
     as a JPEG by ``write_mode`` (``raw``, ``jpg``, ``smart``, ``proportion``), optionally
-    downscaled so that its longest side is at most ``max_resolution``."""
+    downscaled so that its longest side is at most ``max_resolution``.
+
+    With ``proportion``, ``DatasetWriter`` stores sample ``i`` as a JPEG when the first draw
+    of the writers' per-sample generator for (seed 0, ``i``) falls below
+    ``compress_probability`` (Rust's ``rgb_image::sample_generator``): the same images in the
+    same order give the file ``ffcv write image-folder --write-mode proportion`` writes (its
+    ``--seed`` is 0 by default), whatever the number of writer threads. FFCV draws from
+    NumPy's global generator instead, so its choices differ; ``encode``, called outside the
+    writer without a sample index, does the same."""
 
     _kind = "rgb"
 
