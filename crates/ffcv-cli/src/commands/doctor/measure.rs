@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ffcv::{Loader, LoaderStats, Order};
 use traversal::OrderKind;
 
-use super::DoctorArgs;
+use super::args::DoctorArgs;
 use super::diagnose::Measurement;
 use super::tune::{Knobs, RunError};
 use crate::process_counters::ProcessCounters;
