@@ -1,13 +1,17 @@
 //! The crate's unsafe calls, kept together: generated stage functions, native kernels, and
 //! releasing a JIT module's code memory. Each function checks what it can and states the
-//! invariant it relies on.
+//! invariant it relies on. Closure kernels live here whole ([`NativeKernel::from_fn`], its
+//! context and its `extern "C"` trampoline), so that the trampoline's one assumption, that
+//! its context is a `ClosureContext`, is kept by code in this file alone.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use cranelift_jit::JITModule;
 
-use crate::jit::{BufDesc, Compiled, JitBuffer};
-use crate::op::{ClosureContext, KernelArgs, KernelCall, NativeKernel};
+use crate::compiled::{BufDesc, Compiled, JitBuffer};
+use crate::op::{KernelArgs, KernelCall, KernelFailures, NativeKernel};
+use crate::state::State;
 
 /// The signature of a generated stage (see [`crate::jit`]).
 type StageFn = unsafe extern "C" fn(u64, *const u64, *const i64, *const BufDesc, *mut u64) -> i32;
@@ -124,6 +128,35 @@ pub(crate) fn call_kernel(
     // slice of the stated length, input and output are distinct buffers, and this thread
     // holds the only mutable borrows of output and scratch for the call.
     unsafe { (k.kernel)(&args) }
+}
+
+/// The body of a closure kernel: `Err(message)` fails the sample with that message.
+type KernelClosure = dyn Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync;
+
+/// What a closure kernel's context pointer points to.
+struct ClosureContext {
+    body: Box<KernelClosure>,
+    failures: Arc<KernelFailures>,
+}
+
+impl NativeKernel {
+    /// A kernel written as a safe closure, called once per sample with the sample's buffers
+    /// ([`KernelCall`]). The closure may run on several threads at once. `Err(message)` or a
+    /// panic fails the sample: the run ends with [`crate::Error::KernelFailed`] carrying the
+    /// message (a panic's as `panicked: ...`), and the process keeps running.
+    pub fn from_fn<F>(output: State, body: F) -> Self
+    where
+        F: Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        let failures = Arc::new(KernelFailures::default());
+        let context = Arc::new(ClosureContext {
+            body: Box::new(body),
+            failures: Arc::clone(&failures),
+        });
+        let mut kernel = NativeKernel::new(output, closure_kernel, context);
+        kernel.failures = Some(failures);
+        kernel
+    }
 }
 
 /// Return codes of [`closure_kernel`] (the message is kept in the context).

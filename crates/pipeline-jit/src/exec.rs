@@ -7,11 +7,12 @@ use std::time::Duration;
 use rayon::prelude::*;
 
 use crate::call;
+use crate::compiled::{Compiled, JitBuffer};
 use crate::error::{Error, Result};
 use crate::eval::eval_sample;
-use crate::jit::{self, Compiled, JitBuffer};
+use crate::jit;
+use crate::op::FastPath;
 use crate::op::Lowered;
-use crate::ops::FastPath;
 use crate::plan::{Pipeline, Plan, Step};
 use crate::rng;
 use crate::state::ElemType;

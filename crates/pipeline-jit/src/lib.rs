@@ -146,6 +146,7 @@
 //! output shape, and every buffer is checked against the plan before a call.
 
 mod call;
+mod compiled;
 pub mod error;
 mod eval;
 pub mod exec;

@@ -1,4 +1,5 @@
-//! Operations: what a pipeline is made of, and the contract of native kernels.
+//! Operations: what a pipeline is made of, the contract of native kernels, and the
+//! interpreter's specialised loops an operation may name ([`FastPath`]).
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -133,15 +134,6 @@ pub struct KernelCall<'a> {
     pub scratch: &'a mut [u8],
 }
 
-/// The body of a closure kernel: `Err(message)` fails the sample with that message.
-pub(crate) type KernelClosure = dyn Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync;
-
-/// What a closure kernel's context pointer points to.
-pub(crate) struct ClosureContext {
-    pub(crate) body: Box<KernelClosure>,
-    pub(crate) failures: Arc<KernelFailures>,
-}
-
 /// The messages of a closure kernel's latest failed calls, by sample, so that the executor
 /// can attach the message to the error it returns. Bounded: calls whose error nobody asks
 /// for (other chunks failing in the same batch) cannot make it grow.
@@ -183,6 +175,7 @@ unsafe impl Send for NativeKernel {}
 // SAFETY: as above.
 unsafe impl Sync for NativeKernel {}
 
+// `NativeKernel::from_fn` is in `call.rs`, with the `extern "C"` trampoline it registers.
 impl NativeKernel {
     /// A kernel whose context is `context`: the kernel receives `Arc::as_ptr(&context)` as
     /// [`KernelArgs::context`] and may cast it back to `*const T`.
@@ -196,24 +189,6 @@ impl NativeKernel {
             context_ptr,
             failures: None,
         }
-    }
-
-    /// A kernel written as a safe closure, called once per sample with the sample's buffers
-    /// ([`KernelCall`]). The closure may run on several threads at once. `Err(message)` or a
-    /// panic fails the sample: the run ends with [`crate::Error::KernelFailed`] carrying the
-    /// message (a panic's as `panicked: ...`), and the process keeps running.
-    pub fn from_fn<F>(output: State, body: F) -> Self
-    where
-        F: Fn(KernelCall<'_>) -> Result<(), String> + Send + Sync + 'static,
-    {
-        let failures = Arc::new(KernelFailures::default());
-        let context = Arc::new(ClosureContext {
-            body: Box::new(body),
-            failures: Arc::clone(&failures),
-        });
-        let mut kernel = NativeKernel::new(output, crate::call::closure_kernel, context);
-        kernel.failures = Some(failures);
-        kernel
     }
 
     /// Ask for per-sample scratch space.
@@ -261,7 +236,21 @@ pub trait Operation: Send + Sync {
     /// A specialised interpreter loop for this operation, if it has one (built-ins do);
     /// it must agree bit for bit with the IR it lowers to.
     #[doc(hidden)]
-    fn fast_path(&self) -> Option<crate::ops::FastPath> {
+    fn fast_path(&self) -> Option<FastPath> {
         None
     }
+}
+
+/// A specialised interpreter loop of a built-in operation.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum FastPath {
+    /// Reverse axis 1 of an `[H, W, C]` sample when the sample's `Rand(0)` is 1.
+    Flip,
+    /// `[H, W, C]` to `[C, H, W]`.
+    ToChw,
+    /// `out[h, w, c] = table[v * C + c]` for `u8` input `v` (bit patterns of the output type).
+    Lut(Arc<[u64]>),
+    /// Element-wise `as` conversion.
+    Convert,
 }

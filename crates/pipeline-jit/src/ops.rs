@@ -8,21 +8,9 @@ use std::sync::Arc;
 
 use crate::ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec, bits_of};
 use crate::op::{Lowered, Operation};
+// Its public path, kept; it lives with the trait method that returns it.
+pub use crate::op::FastPath;
 use crate::state::{ElemType, State};
-
-/// A specialised interpreter loop of a built-in operation.
-#[doc(hidden)]
-#[derive(Debug, Clone)]
-pub enum FastPath {
-    /// Reverse axis 1 of an `[H, W, C]` sample when the sample's `Rand(0)` is 1.
-    Flip,
-    /// `[H, W, C]` to `[C, H, W]`.
-    ToChw,
-    /// `out[h, w, c] = table[v * C + c]` for `u8` input `v` (bit patterns of the output type).
-    Lut(Arc<[u64]>),
-    /// Element-wise `as` conversion.
-    Convert,
-}
 
 fn hwc(input: &State) -> Result<(usize, usize, usize), String> {
     match input.shape[..] {

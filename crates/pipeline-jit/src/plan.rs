@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::ir::{self, Expr, RandSpec};
+use crate::op::FastPath;
 use crate::op::{Lowered, Operation};
-use crate::ops::FastPath;
 use crate::state::{Device, State};
 
 /// A fused expression larger than this (in IR nodes) starts a new segment instead, so that

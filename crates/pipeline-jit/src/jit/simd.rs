@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cranelift_codegen::ir::types;
 use cranelift_codegen::ir::{ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value};
 
-use super::{CV, Elem, Gen, IV};
+use super::element::{CV, Elem, Gen, IV};
 use crate::ir::{BinOp, Expr, Index};
 use crate::state::ElemType;
 
@@ -569,7 +569,7 @@ impl Gen<'_, '_> {
     }
 
     fn vbin(&mut self, op: BinOp, t: ElemType, x: Value, y: Value) -> Value {
-        super::emit_bin(&mut self.b, op, t, x, y)
+        super::element::emit_bin(&mut self.b, op, t, x, y)
     }
 
     /// Sixteen `u8` lanes zero-extended to four `I32X4` registers, in lane order.
