@@ -23,10 +23,10 @@
 //! file is truncated"), not a grey tail.
 
 use super::frame::JpegFrame;
+use super::ifast_idct::idct_limit;
 use super::simd::Isa;
 use super::turbo::{
-    Bits, Huffman, NATURAL_ORDER, decode_ac, extend, h2v1_fancy, h2v2_fancy, idct_limit,
-    ycc_to_rgb_row,
+    Bits, Huffman, NATURAL_ORDER, decode_ac, extend, h2v1_fancy, h2v2_fancy, ycc_to_rgb_row,
 };
 use super::{ImageError, Result, RgbImage, rgb_len};
 

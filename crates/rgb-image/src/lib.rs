@@ -68,6 +68,7 @@ mod encode;
 mod file;
 mod folder;
 mod frame;
+mod ifast_idct;
 mod jpeg;
 mod kernel;
 mod libjpeg_enc;

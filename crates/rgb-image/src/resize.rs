@@ -15,7 +15,7 @@
 //!   fixed point of OpenCV's `INTER_LINEAR` (with the 16-bit rounding of
 //!   OpenCV's vector code in the vertical pass).
 
-use super::resize_rows::{hresize, hsum_area_row, sat_u8, scale_add_sat, vresize};
+use super::resize_rows::{CN, COEF_BITS, hresize, hsum_area_row, sat_u8, scale_add_sat, vresize};
 // Also the paths `simd_tests` reaches the row passes by.
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(super) use super::resize_rows::hsum_area;
@@ -24,9 +24,7 @@ use super::simd::Isa;
 use super::simd_resize::{AreaWindows, HLinearGroup, hlinear_groups};
 use super::{CropBox, ImageError, Result, rgb_len};
 
-pub(super) const CN: usize = 3;
-/// OpenCV's `INTER_RESIZE_COEF_BITS` / `INTER_RESIZE_COEF_SCALE`.
-pub(super) const COEF_BITS: u32 = 11;
+/// OpenCV's `INTER_RESIZE_COEF_SCALE`, for the bilinear path's coefficients.
 const COEF_SCALE: f32 = (1 << COEF_BITS) as f32;
 
 /// The terms of OpenCV's `DecimateAlpha` table for one output index: it

@@ -6,9 +6,13 @@
 //! path resizes rows horizontally in integers ([`hresize`]) and blends two
 //! ([`vresize`]).
 
-use super::resize::{CN, COEF_BITS};
 use super::simd::Isa;
 use super::simd_resize::{AreaWindows, HLinearGroup};
+
+/// Channels per pixel: the resizer works on packed RGB.
+pub(super) const CN: usize = 3;
+/// OpenCV's `INTER_RESIZE_COEF_BITS` / `INTER_RESIZE_COEF_SCALE`.
+pub(super) const COEF_BITS: u32 = 11;
 
 /// `saturate_cast<uchar>(float)`: round half to even, clamp. Clamping
 /// first gives the same byte (the bounds are integers), and then adding and

@@ -351,12 +351,12 @@ mod avx2 {
         _mm256_srai_epi32::<8>(_mm256_mullo_epi32(a, _mm256_set1_epi32(c)))
     }
 
-    /// The 8-point butterfly of `turbo::butterfly`, eight lanes at once
+    /// The 8-point butterfly of `ifast_idct::butterfly`, eight lanes at once
     /// (32-bit wrapping adds and products, as there).
     #[inline]
     #[target_feature(enable = "avx2")]
     fn butterfly(x: [__m256i; 8]) -> [__m256i; 8] {
-        use super::super::turbo::{
+        use super::super::ifast_idct::{
             FIX_1_082392200, FIX_1_414213562, FIX_1_847759065, FIX_2_613125930,
         };
         let (add, sub) = (_mm256_add_epi32, _mm256_sub_epi32);
