@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use beton_io::{FieldType, NumpyDtype, Reader};
 
+use super::copy::{copy_exact, copy_padded};
 use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
 /// The decoder FFCV uses by default for a field of this type; `None` for custom fields
@@ -110,35 +111,6 @@ impl Decoder for FloatDecoder {
     fn copy_rule(&self) -> Option<CopyRule> {
         cfg!(target_endian = "little").then_some(CopyRule::Metadata)
     }
-}
-
-/// Copies the stored bytes into a row that must be exactly as long (arrays, fixed-size
-/// byte vectors): a stored length that disagrees with the declared row is an error.
-pub(super) fn copy_exact(data: &[u8], out: &mut [u8]) -> Result<(), String> {
-    if data.len() != out.len() {
-        return Err(format!(
-            "{} stored bytes for a row of {} (the field's declared size)",
-            data.len(),
-            out.len()
-        ));
-    }
-    out.copy_from_slice(data);
-    Ok(())
-}
-
-/// Copies the stored bytes into a row and zero-fills the rest (FFCV leaves the rest of a
-/// reused row stale; zeros make batches reproducible).
-fn copy_padded(data: &[u8], out: &mut [u8]) -> Result<(), String> {
-    if data.len() > out.len() {
-        return Err(format!(
-            "{} stored bytes do not fit the {}-byte row",
-            data.len(),
-            out.len()
-        ));
-    }
-    out[..data.len()].copy_from_slice(data);
-    out[data.len()..].fill(0);
-    Ok(())
 }
 
 /// Largest stored length of `field` over every sample (what a padded row must hold).

@@ -3,6 +3,7 @@
 
 use beton_io::{FieldType, NumpyDtype};
 
+use super::copy::copy_exact;
 use super::{CopyRule, Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
 
 /// A `FixedBytesField`'s stored bytes as `u8 [B, len]` (an array output: every row is
@@ -32,7 +33,7 @@ impl Decoder for FixedBytesDecoder {
     }
 
     fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        super::defaults::copy_exact(input.data, out)
+        copy_exact(input.data, out)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {

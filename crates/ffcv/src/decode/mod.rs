@@ -15,6 +15,7 @@
 //! with [`crate::LoaderBuilder::pipeline`] or [`crate::LoaderBuilder::decoder`], and reads
 //! the bytes the field's [`beton_io::CustomHandler`] locates ([`SampleInput::data`]).
 
+mod copy;
 mod defaults;
 mod fixed_bytes;
 mod image;
