@@ -7,7 +7,8 @@ use beton_io::Reader;
 
 use crate::advice::{Advice, advise};
 use crate::error::{Error, Result};
-use crate::{CacheStats, OsAdvice, OsConfig};
+use crate::stats::CacheStats;
+use crate::{OsAdvice, OsConfig};
 
 /// The OS cache over a reader's map.
 #[derive(Clone)]

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use beton_io::Reader;
 
+use crate::ProcessConfig;
 use crate::error::{Error, Result};
 use crate::page_slots::{SlotArena, SlotOwner, SlotState};
 use crate::readers::{Counters, Job, PageFile, ReaderPool, Wait};
 use crate::schedule::PageSchedule;
 use crate::source::PageSource;
-use crate::{CacheStats, ProcessConfig};
+use crate::stats::CacheStats;
 
 const NO_SLOT: u32 = u32::MAX;
 
