@@ -7,3 +7,4 @@ pub mod inspect;
 pub mod order;
 pub mod write;
 pub mod write_images;
+pub mod write_output;

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
 use ffcv::image::{FolderError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
 
+use super::write_output::{ShardsArg, print_shards, progress_bar, written};
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
 
@@ -72,7 +73,7 @@ pub struct ImageFolderArgs {
     pub skip_unreadable: bool,
     /// Write N files in parallel instead of one.
     #[command(flatten)]
-    pub shards: super::write::ShardsArg,
+    pub shards: ShardsArg,
 }
 
 /// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
@@ -194,7 +195,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     let images = folder.images();
     let n = images.len() as u64;
     args.shards.check(n, "images")?;
-    let bar = super::write::progress_bar(n, "images");
+    let bar = progress_bar(n, "images");
     let shards = {
         let bar = bar.clone();
         let source = from_fn(n, |i| {
@@ -217,7 +218,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     };
     bar.finish_and_clear();
     let shards = shards?;
-    let (summary, name) = super::write::written(&shards);
+    let (summary, name) = written(&shards);
     let classes = folder.classes();
     println!(
         "wrote {name}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
@@ -229,7 +230,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         summary.num_pages,
         summary.file_size
     );
-    super::write::print_shards(&shards);
+    print_shards(&shards);
     println!(
         "ignored {} non-image files in the class folders",
         folder.non_images().len()
