@@ -8,13 +8,10 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use base64::Engine as _;
-use beton_io::{
-    Field, FieldMetadata, FieldType, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, JsonValue, Reader,
-};
-use sha2::{Digest, Sha256};
+use beton_io::{FieldMetadata, FieldType, IMAGE_MODE_JPEG, IMAGE_MODE_RAW, JsonValue, Reader};
 
 use crate::error::{CliError, Result};
+use field::{SampleField, float_value, int, sha256_hex, shape, string};
 
 /// Arguments of `ffcv dump`.
 #[derive(clap::Args, Debug)]
@@ -54,6 +51,7 @@ pub struct DumpArgs {
 }
 
 mod decoded;
+mod field;
 mod fixed_bytes;
 mod sparse;
 
@@ -168,188 +166,82 @@ pub fn sample_row(
                 // FFCV's dump prints the bit pattern too, so NaN payloads and -0.0 compare exactly.
                 row.push((format!("{}.bits", field.name), int(x.to_bits())));
             }
-            metadata => row.push((field.name.clone(), value.decode(metadata)?)),
+            metadata => row.push((field.name.clone(), decode(&value, metadata)?)),
         }
     }
     Ok(JsonValue::Object(row))
 }
 
-/// An integer value.
-fn int(value: impl Into<i128>) -> JsonValue {
-    JsonValue::Int(value.into())
-}
-
-/// A string value.
-fn string(value: impl Into<String>) -> JsonValue {
-    JsonValue::String(value.into())
-}
-
-/// A float as a JSON number, or `"NaN"`, `"inf"`, `"-inf"`, which JSON cannot hold.
-fn float_value(x: f64) -> JsonValue {
-    if x.is_nan() {
-        string("NaN")
-    } else if x.is_infinite() {
-        string(if x > 0.0 { "inf" } else { "-inf" })
-    } else {
-        JsonValue::Float(x)
-    }
-}
-
-/// The context needed to decode one field of one sample, and to name it in errors.
-struct SampleField<'a> {
-    reader: &'a Reader,
-    index: usize,
-    field: &'a Field,
-    sample: u64,
-    raw: bool,
-    max_image_pixels: u64,
-}
-
-impl SampleField<'_> {
-    fn decode(&self, metadata: FieldMetadata) -> Result<JsonValue> {
-        let mut object = Vec::new();
-        match metadata {
-            FieldMetadata::Int(value) => return Ok(int(value)),
-            FieldMetadata::Float(x) => return Ok(float_value(x)),
-            FieldMetadata::Json { .. } => {
-                let bytes = self.stored()?;
-                // FFCV stores `json.dumps(value)` followed by one NUL byte.
-                let text = bytes.strip_suffix(b"\0").unwrap_or(bytes);
-                let text = std::str::from_utf8(text)
-                    .map_err(|err| self.bad(format!("stored JSON is not UTF-8: {err}")))?;
-                // Python's json.loads semantics: key order, big ints, NaN/Infinity literals.
-                return JsonValue::parse(text)
-                    .map_err(|err| self.bad(format!("stored JSON is invalid: {err}")));
-            }
-            FieldMetadata::Bytes { .. } => {
-                let bytes = self.stored()?;
-                object.push(("len".into(), int(bytes.len() as u64)));
-                self.digest_into(&mut object, "", bytes);
-            }
-            FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => {
-                let args = self.field.field_type.ndarray_args().ok_or_else(|| {
-                    self.bad("array metadata on a field without array arguments".into())
-                })?;
-                object.push(("dtype".into(), string(args.dtype.descr())));
-                object.push(("shape".into(), shape(&args.shape)));
-                self.digest_into(&mut object, "", self.stored()?);
-            }
-            FieldMetadata::RgbImage {
-                mode,
-                width,
-                height,
-                ..
-            } => {
-                let (h, w) = (u64::from(height), u64::from(width));
-                let mode_name = match mode {
-                    IMAGE_MODE_RAW => "raw",
-                    IMAGE_MODE_JPEG => "jpg",
-                    other => {
-                        return Err(self.bad(format!(
-                            "unknown image mode {other} ({IMAGE_MODE_JPEG} = jpg, {IMAGE_MODE_RAW} = raw)"
-                        )));
-                    }
-                };
-                object.push(("mode".into(), string(mode_name)));
-                object.push(("height".into(), int(h)));
-                object.push(("width".into(), int(w)));
-                object.push(("shape".into(), shape(&[h, w, 3])));
-                let stored = self.stored()?;
-                if mode == IMAGE_MODE_RAW {
-                    // Raw images are stored as the decoded HxWx3 u8 pixels already.
-                    self.digest_into(&mut object, "", stored);
-                } else {
-                    // The stored stream (`jpeg_len`, `jpeg_sha256`) identifies the file's
-                    // bytes; `sha256` is of the full-resolution RGB decode.
-                    object.push(("jpeg_len".into(), int(stored.len() as u64)));
-                    object.push(("jpeg_sha256".into(), string(sha256_hex(stored))));
-                    let pixels = self.decode_jpeg(stored, height, width)?;
-                    self.digest_into(&mut object, "", &pixels);
-                }
-            }
-            FieldMetadata::Custom => {
-                // A custom field's meaning is known only to its handler: show its raw metadata.
-                let bytes = self.reader.metadata_bytes(self.sample, self.index)?;
-                object.push(("custom_metadata_len".into(), int(bytes.len() as u64)));
-                self.digest_into(&mut object, "custom_metadata_", bytes);
-            }
-            _ => return print_extension(self).unwrap_or_else(|| self.generic()),
+/// The printed value of one field of one sample: the built-in types here, the others
+/// through [`print_extension`].
+fn decode(field: &SampleField<'_>, metadata: FieldMetadata) -> Result<JsonValue> {
+    let mut object = Vec::new();
+    match metadata {
+        FieldMetadata::Int(value) => return Ok(int(value)),
+        FieldMetadata::Float(x) => return Ok(float_value(x)),
+        FieldMetadata::Json { .. } => {
+            let bytes = field.stored()?;
+            // FFCV stores `json.dumps(value)` followed by one NUL byte.
+            let text = bytes.strip_suffix(b"\0").unwrap_or(bytes);
+            let text = std::str::from_utf8(text)
+                .map_err(|err| field.bad(format!("stored JSON is not UTF-8: {err}")))?;
+            // Python's json.loads semantics: key order, big ints, NaN/Infinity literals.
+            return JsonValue::parse(text)
+                .map_err(|err| field.bad(format!("stored JSON is invalid: {err}")));
         }
-        Ok(JsonValue::Object(object))
-    }
-
-    /// A field type this command has no printer for: its class name, its stored bytes'
-    /// length and digest (if it stores any) and its metadata's digest.
-    fn generic(&self) -> Result<JsonValue> {
-        let mut object = vec![("type".into(), string(self.field.field_type.type_name()))];
-        if let Some(stored) = self.reader.field_data(self.sample, self.index)? {
-            object.push(("len".into(), int(stored.len() as u64)));
-            self.digest_into(&mut object, "", stored);
+        FieldMetadata::Bytes { .. } => {
+            let bytes = field.stored()?;
+            object.push(("len".into(), int(bytes.len() as u64)));
+            field.digest_into(&mut object, "", bytes);
         }
-        let metadata = self.reader.metadata_bytes(self.sample, self.index)?;
-        self.digest_into(&mut object, "metadata_", metadata);
-        Ok(JsonValue::Object(object))
-    }
-
-    /// The full-resolution RGB pixels of a stored JPEG, which must have the size its
-    /// metadata records (checked from the JPEG header before anything is allocated), at
-    /// most `--max-image-pixels`.
-    fn decode_jpeg(&self, jpeg: &[u8], height: u16, width: u16) -> Result<Vec<u8>> {
-        // The loader's checks (area cap, header against metadata, a stream long enough for
-        // its frame) before anything is sized from the claimed size.
-        ffcv::decode::check_stored_image(
-            jpeg,
-            IMAGE_MODE_JPEG,
-            height,
+        FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. } => {
+            let args = field.field.field_type.ndarray_args().ok_or_else(|| {
+                field.bad("array metadata on a field without array arguments".into())
+            })?;
+            object.push(("dtype".into(), string(args.dtype.descr())));
+            object.push(("shape".into(), shape(&args.shape)));
+            field.digest_into(&mut object, "", field.stored()?);
+        }
+        FieldMetadata::RgbImage {
+            mode,
             width,
-            self.max_image_pixels,
-        )
-        .map_err(|reason| self.bad(format!("cannot decode the JPEG: {reason}")))?;
-        let cannot =
-            |err: ffcv::image::ImageError| self.bad(format!("cannot decode the JPEG: {err}"));
-        let pixels = usize::from(height) * usize::from(width) * 3;
-        let image = ffcv::image::decode_jpeg(jpeg, pixels).map_err(cannot)?;
-        Ok(image.into_pixels())
-    }
-
-    /// The field's stored bytes for this sample (validated against the allocation table).
-    fn stored(&self) -> Result<&[u8]> {
-        Ok(self
-            .reader
-            .field_data(self.sample, self.index)?
-            .unwrap_or_default())
-    }
-
-    /// Adds `{prefix}sha256` and, with `--raw`, `{prefix}b64` of `bytes`.
-    fn digest_into(&self, object: &mut Vec<(String, JsonValue)>, prefix: &str, bytes: &[u8]) {
-        object.push((format!("{prefix}sha256"), string(sha256_hex(bytes))));
-        if self.raw {
-            let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-            object.push((format!("{prefix}b64"), string(b64)));
+            height,
+            ..
+        } => {
+            let (h, w) = (u64::from(height), u64::from(width));
+            let mode_name = match mode {
+                IMAGE_MODE_RAW => "raw",
+                IMAGE_MODE_JPEG => "jpg",
+                other => {
+                    return Err(field.bad(format!(
+                        "unknown image mode {other} ({IMAGE_MODE_JPEG} = jpg, {IMAGE_MODE_RAW} = raw)"
+                    )));
+                }
+            };
+            object.push(("mode".into(), string(mode_name)));
+            object.push(("height".into(), int(h)));
+            object.push(("width".into(), int(w)));
+            object.push(("shape".into(), shape(&[h, w, 3])));
+            let stored = field.stored()?;
+            if mode == IMAGE_MODE_RAW {
+                // Raw images are stored as the decoded HxWx3 u8 pixels already.
+                field.digest_into(&mut object, "", stored);
+            } else {
+                // The stored stream (`jpeg_len`, `jpeg_sha256`) identifies the file's
+                // bytes; `sha256` is of the full-resolution RGB decode.
+                object.push(("jpeg_len".into(), int(stored.len() as u64)));
+                object.push(("jpeg_sha256".into(), string(sha256_hex(stored))));
+                let pixels = field.decode_jpeg(stored, height, width)?;
+                field.digest_into(&mut object, "", &pixels);
+            }
         }
-    }
-
-    fn bad(&self, reason: String) -> CliError {
-        CliError::BadValue {
-            path: self.reader.path().to_path_buf(),
-            sample: self.sample,
-            field: self.field.name.clone(),
-            reason,
+        FieldMetadata::Custom => {
+            // A custom field's meaning is known only to its handler: show its raw metadata.
+            let bytes = field.reader.metadata_bytes(field.sample, field.index)?;
+            object.push(("custom_metadata_len".into(), int(bytes.len() as u64)));
+            field.digest_into(&mut object, "custom_metadata_", bytes);
         }
+        _ => return print_extension(field).unwrap_or_else(|| field.generic()),
     }
-}
-
-/// A shape as a JSON list of integers.
-fn shape(dims: &[u64]) -> JsonValue {
-    JsonValue::Array(dims.iter().map(|&d| int(d)).collect())
-}
-
-/// Lowercase hex sha256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
+    Ok(JsonValue::Object(object))
 }

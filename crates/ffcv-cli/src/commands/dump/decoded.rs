@@ -13,7 +13,7 @@ use base64::Engine as _;
 use beton_io::{JsonValue, Reader};
 use ffcv::{DecoderChoice, Loader, Order};
 
-use super::sha256_hex;
+use super::field::sha256_hex;
 use crate::error::{CliError, Result};
 
 /// The decoded values of the chosen fields, per sample.

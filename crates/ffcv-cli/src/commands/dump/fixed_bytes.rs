@@ -3,7 +3,7 @@
 
 use beton_io::JsonValue;
 
-use super::{SampleField, int};
+use super::field::{SampleField, int};
 use crate::error::Result;
 
 /// The printed value of one sample of a `FixedBytesField`.
