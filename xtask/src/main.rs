@@ -2,8 +2,8 @@
 //! `bench` (the bounded benchmark matrix of `crates/bench`).
 //!
 //! xtask stays thin on purpose: it has no dependencies and only runs cargo (and the tidy
-//! checks: file headers, file lengths, crate layering), so it builds in seconds on a
-//! fresh machine. The benchmark
+//! checks: file headers, file lengths, crate layering, import loops), so it builds in
+//! seconds on a fresh machine. The benchmark
 //! matrix itself lives in the `ffcv-bench` package.
 
 mod gpu_bundle;
@@ -30,7 +30,7 @@ tasks:
   tidy                only the tidy checks: every .rs file opens with a `//!` line and has
                       at most 800 lines (or a reason in xtask/src/long_files.rs); no crate
                       depends on one of its own or a higher layer (docs/ARCHITECTURE.md);
-                      the facade's modules import each other in no cycle
+                      in no crate do module files import each other in a loop
   help                this text";
 
 fn main() -> ExitCode {
@@ -90,7 +90,7 @@ fn verify(root: &Path, args: &[String]) -> Result<(), String> {
 /// The steps of `verify`, in order; the first failure ends the run.
 fn verify_steps(root: &Path) -> Result<(), String> {
     step(
-        "tidy: `//!` file headers, file lengths, crate layering, facade module cycles",
+        "tidy: `//!` file headers, file lengths, crate layering, import loops",
         || tidy(root),
     )?;
     let cargo_steps: [(&str, &[&str]); 5] = [
@@ -240,7 +240,7 @@ fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
 /// The tidy checks: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
 /// with a `//!` line saying what the file holds (rust-analyzer's habit) and stays within
 /// [`long_files::MAX_LINES`] unless allowed; then the crate layering ([`layering`]) and
-/// the facade's module graph ([`module_cycles`]).
+/// every crate's module-file graph ([`module_cycles`]).
 fn tidy(root: &Path) -> Result<(), String> {
     let mut files = Vec::new();
     for dir in ["crates", "xtask", "tests", "fuzz"] {
