@@ -119,14 +119,17 @@ fn verify_steps(root: &Path) -> Result<(), String> {
         (
             "cuda probe",
             &[
+                // The test step's selection, so nothing is built again (one package alone
+                // would unify features differently and rebuild its dependencies).
                 "test",
                 "--quiet",
-                "--package",
-                "gpu-stage",
-                "--test",
-                "it",
+                "--workspace",
+                "--lib",
+                "--bins",
+                "--tests",
                 "--",
                 "--nocapture",
+                "--exact",
                 "gpu_stage::raw_outputs_arrive_unchanged_and_held_batches_keep_their_bytes",
             ],
         ),
