@@ -29,7 +29,8 @@ use std::time::Instant;
 use clap::Parser;
 
 use crate::report::{Machine, Report, Row};
-use crate::row_transforms::{RowTransforms, TransformArg};
+use crate::row_transforms::RowTransforms;
+use ffcv::transform_spec::FieldTransforms;
 
 /// Timed repetitions per reader row (after one warm-up pass).
 const READER_REPS: usize = 9;
@@ -59,10 +60,10 @@ struct Args {
     #[arg(
         long = "transform",
         value_name = "FIELD=OP[,OP…]",
-        value_parser = row_transforms::parse_transform,
+        value_parser = FieldTransforms::parse,
         help = transform_help()
     )]
-    transforms: Vec<TransformArg>,
+    transforms: Vec<FieldTransforms>,
     /// Instead of the matrix: the remote benchmark (local file against the moto S3
     /// server behind a delaying proxy), written to `remote.json` and `remote.md`.
     #[arg(long)]

@@ -11,52 +11,20 @@
 //! stay the fixed reference chains. The op grammar and its errors are the facade's
 //! ([`ffcv::transform_spec`]).
 
-use std::sync::Arc;
-
-use ffcv::jit::Operation;
-
-/// One `--transform FIELD=OP[,OP…]`: the field, the ops text as given and the parsed ops.
-#[derive(Clone)]
-pub struct TransformArg {
-    /// The field the ops run on.
-    pub field: String,
-    /// The ops as given (`flip,chw`), for row names and descriptions.
-    pub ops_text: String,
-    /// The parsed ops, in order.
-    pub ops: Vec<Arc<dyn Operation>>,
-}
-
-impl std::fmt::Debug for TransformArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}={}", self.field, self.ops_text)
-    }
-}
-
-/// Parses one `--transform` value (clap's value parser: an error exits 2 with
-/// [`ffcv::transform_spec`]'s message, which quotes the op grammar).
-pub fn parse_transform(text: &str) -> Result<TransformArg, String> {
-    let (field, ops) =
-        ffcv::transform_spec::parse_field_transforms(text).map_err(|err| err.to_string())?;
-    let ops_text = text[field.len() + 1..].to_owned();
-    Ok(TransformArg {
-        field,
-        ops_text,
-        ops,
-    })
-}
+use ffcv::transform_spec::FieldTransforms;
 
 /// The transforms of a run, merged by field: a field named by several `--transform`s runs
 /// their ops in the order given (as `ffcv bench` does). Kept sorted by field name so that a
 /// row's name does not depend on the order of the flags.
 #[derive(Debug, Clone, Default)]
 pub struct RowTransforms {
-    fields: Vec<TransformArg>,
+    fields: Vec<FieldTransforms>,
 }
 
 impl RowTransforms {
     /// Merges the `--transform` values by field.
-    pub fn new(args: &[TransformArg]) -> RowTransforms {
-        let mut fields: Vec<TransformArg> = Vec::new();
+    pub fn new(args: &[FieldTransforms]) -> RowTransforms {
+        let mut fields: Vec<FieldTransforms> = Vec::new();
         for arg in args {
             match fields.iter_mut().find(|f| f.field == arg.field) {
                 Some(merged) => {
@@ -89,7 +57,7 @@ impl RowTransforms {
     }
 
     /// The fields and their merged ops, by field name.
-    pub fn fields(&self) -> &[TransformArg] {
+    pub fn fields(&self) -> &[FieldTransforms] {
         &self.fields
     }
 
@@ -105,10 +73,7 @@ impl RowTransforms {
     pub fn description(&self) -> String {
         self.fields
             .iter()
-            .map(|f| {
-                let names: Vec<String> = f.ops.iter().map(|op| op.name()).collect();
-                format!("; then {}: {}", f.field, names.join(" -> "))
-            })
+            .map(|f| format!("; then {}: {}", f.field, f.describe()))
             .collect()
     }
 }
@@ -118,13 +83,17 @@ mod tests {
     use super::*;
 
     fn parsed(values: &[&str]) -> RowTransforms {
-        let args: Vec<TransformArg> = values.iter().map(|v| parse_transform(v).unwrap()).collect();
+        let args: Vec<FieldTransforms> = values
+            .iter()
+            .map(|v| FieldTransforms::parse(v).unwrap())
+            .collect();
         RowTransforms::new(&args)
     }
 
     #[test]
     fn values_parse_with_the_facade_grammar_and_bad_ops_are_refused() {
-        let arg = parse_transform("image=flip,normalize:0.5,0.5,0.5/0.2,0.2,0.2:f16,chw").unwrap();
+        let arg =
+            FieldTransforms::parse("image=flip,normalize:0.5,0.5,0.5/0.2,0.2,0.2:f16,chw").unwrap();
         assert_eq!(arg.field, "image");
         assert_eq!(
             arg.ops_text,
@@ -139,7 +108,7 @@ mod tests {
             "image=flip:2",
             "image=cutout",
         ] {
-            let err = parse_transform(bad).unwrap_err();
+            let err = FieldTransforms::parse(bad).unwrap_err().to_string();
             assert!(err.contains("invalid transform"), "{bad}: {err}");
             assert!(
                 err.contains("normalize:imagenet"),

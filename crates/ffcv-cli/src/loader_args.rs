@@ -14,7 +14,8 @@ use crate::cache_args::CacheArgs;
 use crate::commands::order::OrderChoice;
 use crate::error::CliError;
 use crate::numeric_flags;
-use crate::pipeline_args::{self, DecoderArg, TransformArg};
+use crate::pipeline_args::{self, DecoderArg};
+use ffcv::transform_spec::FieldTransforms;
 
 /// The dataset and the loader's knobs on the command line.
 #[derive(clap::Args, Debug, Clone)]
@@ -86,8 +87,8 @@ pub struct LoaderArgs {
 
     /// A field's transforms after its decoder, FIELD=OP[,OP…] (the help lists the ops).
     #[arg(long = "transform", value_name = "FIELD=OP[,OP…]",
-          value_parser = pipeline_args::parse_transform, help = pipeline_args::transform_help())]
-    pub transforms: Vec<TransformArg>,
+          value_parser = FieldTransforms::parse, help = pipeline_args::transform_help())]
+    pub transforms: Vec<FieldTransforms>,
 
     /// Where batches go: `cpu`, or `cuda:N` to copy every batch to that GPU through the
     /// loader's GPU stage (each batch waited for on the host before the next).

@@ -2,7 +2,7 @@
 //! --transform`), so that a training pipeline can be measured without writing Rust.
 //!
 //! One parser for every command, beside the decoder parser of [`crate::decode`]:
-//! [`parse_transforms`] reads `OP[,OP…]` and [`parse_field_transforms`] reads
+//! [`parse_transforms`] reads `OP[,OP…]` and [`FieldTransforms::parse`] reads
 //! `FIELD=OP[,OP…]`. Each op maps to one of [`crate::transforms`]' constructors, with FFCV's
 //! defaults where the text leaves a parameter out.
 
@@ -37,27 +37,61 @@ impl UnknownTransform {
     }
 }
 
-/// Parses `FIELD=OP[,OP…]` into the field name and its transforms, in order.
-///
-/// ```
-/// let (field, ops) = ffcv::transform_spec::parse_field_transforms(
-///     "image=flip,normalize:imagenet:f32,chw",
-/// )
-/// .unwrap();
-/// assert_eq!(field, "image");
-/// assert_eq!(ops.len(), 3);
-/// assert!(ffcv::transform_spec::parse_field_transforms("image=blur").is_err());
-/// ```
-pub fn parse_field_transforms(
-    text: &str,
-) -> Result<(String, Vec<Arc<dyn Operation>>), UnknownTransform> {
-    let (field, ops) = text
-        .split_once('=')
-        .ok_or_else(|| UnknownTransform::new(text, "not FIELD=OP[,OP…] (e.g. image=flip,chw)"))?;
-    if field.is_empty() {
-        return Err(UnknownTransform::new(text, "the field name is empty"));
+/// One `FIELD=OP[,OP…]` value (a command's `--transform`): the field, the ops as written,
+/// and the parsed ops in order. Commands keep the text for row names, reports and the
+/// commands they recommend; the loader gets [`FieldTransforms::ops`].
+#[derive(Clone)]
+pub struct FieldTransforms {
+    /// The field the ops run on.
+    pub field: String,
+    /// The `OP[,OP…]` part as written (`flip,chw`).
+    pub ops_text: String,
+    /// The parsed ops, in order.
+    pub ops: Vec<Arc<dyn Operation>>,
+}
+
+impl FieldTransforms {
+    /// Parses `FIELD=OP[,OP…]`; the error quotes the op grammar.
+    ///
+    /// ```
+    /// use ffcv::transform_spec::FieldTransforms;
+    ///
+    /// let t = FieldTransforms::parse("image=flip,normalize:imagenet:f32,chw").unwrap();
+    /// assert_eq!((t.field.as_str(), t.ops.len()), ("image", 3));
+    /// assert_eq!(t.text(), "image=flip,normalize:imagenet:f32,chw");
+    /// assert_eq!(t.describe(), "RandomHorizontalFlip -> NormalizeImage -> ToChw");
+    /// assert!(FieldTransforms::parse("image=blur").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<FieldTransforms, UnknownTransform> {
+        let (field, ops_text) = text.split_once('=').ok_or_else(|| {
+            UnknownTransform::new(text, "not FIELD=OP[,OP…] (e.g. image=flip,chw)")
+        })?;
+        if field.is_empty() {
+            return Err(UnknownTransform::new(text, "the field name is empty"));
+        }
+        Ok(FieldTransforms {
+            field: field.to_owned(),
+            ops_text: ops_text.to_owned(),
+            ops: parse_transforms(ops_text)?,
+        })
     }
-    Ok((field.to_owned(), parse_transforms(ops)?))
+
+    /// The value as written: `FIELD=OP[,OP…]`.
+    pub fn text(&self) -> String {
+        format!("{}={}", self.field, self.ops_text)
+    }
+
+    /// The ops' names joined by arrows (`RandomHorizontalFlip -> ToChw`), for reports.
+    pub fn describe(&self) -> String {
+        let names: Vec<String> = self.ops.iter().map(|op| op.name()).collect();
+        names.join(" -> ")
+    }
+}
+
+impl std::fmt::Debug for FieldTransforms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.field, self.ops_text)
+    }
 }
 
 /// The pipeline of `field` in `reader`'s file: its decoder (`choice`, or the field type's
@@ -393,9 +427,13 @@ mod tests {
 
     #[test]
     fn field_syntax_is_checked() {
-        assert!(parse_field_transforms("flip").is_err());
-        assert!(parse_field_transforms("=flip").is_err());
-        let (f, ops) = parse_field_transforms("label=squeeze").unwrap();
-        assert_eq!((f.as_str(), ops.len()), ("label", 1));
+        assert!(FieldTransforms::parse("flip").is_err());
+        assert!(FieldTransforms::parse("=flip").is_err());
+        let t = FieldTransforms::parse("label=squeeze").unwrap();
+        assert_eq!(
+            (t.field.as_str(), t.ops_text.as_str(), t.ops.len()),
+            ("label", "squeeze", 1)
+        );
+        assert_eq!(format!("{t:?}"), "label=squeeze");
     }
 }

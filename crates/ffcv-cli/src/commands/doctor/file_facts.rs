@@ -8,7 +8,8 @@ use beton_io::{FieldType, Reader};
 use ffcv::DecoderChoice;
 
 use crate::error::CliError;
-use crate::pipeline_args::{DecoderArg, TransformArg};
+use crate::pipeline_args::DecoderArg;
+use ffcv::transform_spec::FieldTransforms;
 
 /// The facts about the file and the run (the machine's are in [`super::facts::MachineFacts`]).
 #[derive(Debug, Clone)]
@@ -74,7 +75,7 @@ fn is_simple(choice: &DecoderChoice) -> bool {
 pub fn file_facts(
     reader: &Reader,
     decoders: &[DecoderArg],
-    transforms: &[TransformArg],
+    transforms: &[FieldTransforms],
 ) -> Result<FileFacts, CliError> {
     let mut pipeline = Vec::new();
     let mut has_jpeg = false;
@@ -143,7 +144,7 @@ pub fn file_facts(
         if reader.field_index(&t.field).is_none() || disabled {
             return Err(CliError::Usage(format!(
                 "--transform `{}`: expected FIELD=OPS with an enabled field of {}",
-                t.text,
+                t.text(),
                 reader.path().display()
             )));
         }

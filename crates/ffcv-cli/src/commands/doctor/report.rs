@@ -77,7 +77,7 @@ impl Report<'_> {
             let _ = write!(command, " --decoder {}", decoder.text);
         }
         for transform in &self.args.loader.transforms {
-            let _ = write!(command, " --transform {}", transform.text);
+            let _ = write!(command, " --transform {}", transform.text());
         }
         if self.args.loader.device != ffcv::gpu::DeviceSpec::Cpu {
             let _ = write!(command, " --device {}", self.args.loader.device);
