@@ -17,8 +17,8 @@ use std::time::Instant;
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64;
 use rgb_image::{
-    AreaResizer, JpegDecoder, JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
-    center_crop_box, dct_scaled_crop, random_resized_crop_box,
+    AreaResizer, ImageOut, JpegDecoder, JpegFrame, RandomResizedCrop, RgbDecoderKernel,
+    RgbDecoderKind, StoredImage, center_crop_box, dct_scaled_crop, random_resized_crop_box,
 };
 
 /// `RGBImageField`'s mode byte for a JPEG.
@@ -138,9 +138,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let scaled = dct_scaled_crop(h, w, crop, size, size);
                 reduced += usize::from(scaled.is_some());
                 let mut rng = Pcg64::seed_from_u64(k as u64);
-                exact.decode_sample(kind, JPEG, p.w, p.h, &p.jpeg, &mut rng, &mut a, size, size)?;
+                exact.decode_sample(
+                    kind,
+                    StoredImage {
+                        mode: JPEG,
+                        width: p.w,
+                        height: p.h,
+                        data: &p.jpeg,
+                    },
+                    &mut rng,
+                    ImageOut {
+                        pixels: &mut a,
+                        height: size,
+                        width: size,
+                    },
+                )?;
                 let mut rng = Pcg64::seed_from_u64(k as u64);
-                fast.decode_sample(kind, JPEG, p.w, p.h, &p.jpeg, &mut rng, &mut b, size, size)?;
+                fast.decode_sample(
+                    kind,
+                    StoredImage {
+                        mode: JPEG,
+                        width: p.w,
+                        height: p.h,
+                        data: &p.jpeg,
+                    },
+                    &mut rng,
+                    ImageOut {
+                        pixels: &mut b,
+                        height: size,
+                        width: size,
+                    },
+                )?;
                 if let Some((shift, rcrop)) = scaled {
                     let (hu, wu) = (h as usize, w as usize);
                     let mut full = vec![0u8; hu * wu * 3];
@@ -176,7 +204,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         let mut rng = Pcg64::seed_from_u64(k as u64);
                         let t = Instant::now();
                         kernel.decode_sample(
-                            kind, JPEG, p.w, p.h, &p.jpeg, &mut rng, &mut a, size, size,
+                            kind,
+                            StoredImage {
+                                mode: JPEG,
+                                width: p.w,
+                                height: p.h,
+                                data: &p.jpeg,
+                            },
+                            &mut rng,
+                            ImageOut {
+                                pixels: &mut a,
+                                height: size,
+                                width: size,
+                            },
                         )?;
                         *total += t.elapsed().as_secs_f64();
                     }

@@ -8,8 +8,8 @@
 
 use rand_core::SeedableRng;
 use rgb_image::{
-    AreaResizer, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
-    SyntheticImageSpec, center_crop_box, encode_like_libjpeg, random_resized_crop_box,
+    AreaResizer, ImageOut, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
+    StoredImage, SyntheticImageSpec, center_crop_box, encode_like_libjpeg, random_resized_crop_box,
     synthetic_jpeg,
 };
 use std::time::Instant;
@@ -145,7 +145,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..rounds {
         for (jpeg, w, h) in &images {
             kernel.decode_sample(
-                &kind, 0, *w as u16, *h as u16, jpeg, &mut rng, &mut out, 64, 64,
+                &kind,
+                StoredImage {
+                    mode: 0,
+                    width: *w as u16,
+                    height: *h as u16,
+                    data: jpeg,
+                },
+                &mut rng,
+                ImageOut {
+                    pixels: &mut out,
+                    height: 64,
+                    width: 64,
+                },
             )?;
         }
     }

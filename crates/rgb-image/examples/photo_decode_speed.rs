@@ -18,8 +18,8 @@ use beton_io::{FieldMetadata, IMAGE_MODE_JPEG, Reader};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64;
 use rgb_image::{
-    CropBox, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
-    random_resized_crop_box,
+    CropBox, ImageOut, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
+    StoredImage, random_resized_crop_box,
 };
 
 /// The system allocator, counting every allocation and reallocation, so the example can
@@ -168,14 +168,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let mut rng = Pcg64::seed_from_u64(p.seed);
                     kernel.decode_sample(
                         &kind,
-                        IMAGE_MODE_JPEG,
-                        p.width,
-                        p.height,
-                        p.jpeg,
+                        StoredImage {
+                            mode: IMAGE_MODE_JPEG,
+                            width: p.width,
+                            height: p.height,
+                            data: p.jpeg,
+                        },
                         &mut rng,
-                        &mut out[..224 * 224 * 3],
-                        224,
-                        224,
+                        ImageOut {
+                            pixels: &mut out[..224 * 224 * 3],
+                            height: 224,
+                            width: 224,
+                        },
                     )?;
                 }
             }

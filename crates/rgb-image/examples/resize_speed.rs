@@ -12,8 +12,8 @@ use std::time::Instant;
 use beton_io::{FieldMetadata, IMAGE_MODE_JPEG, Reader};
 use rand_core::SeedableRng;
 use rgb_image::{
-    AreaResizer, CropBox, JpegDecoder, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind,
-    random_resized_crop_box,
+    AreaResizer, CropBox, ImageOut, JpegDecoder, RandomResizedCrop, RgbDecoderKernel,
+    RgbDecoderKind, StoredImage, random_resized_crop_box,
 };
 
 const USAGE: &str = "usage: resize_speed FILE.beton [--dump DIR] [--rrc SIZE]";
@@ -153,14 +153,18 @@ fn random_resized_crop_speed(
         for (jpeg, h, w) in images {
             kernel.decode_sample(
                 &kind,
-                IMAGE_MODE_JPEG,
-                *w as u16,
-                *h as u16,
-                jpeg,
+                StoredImage {
+                    mode: IMAGE_MODE_JPEG,
+                    width: *w as u16,
+                    height: *h as u16,
+                    data: jpeg,
+                },
                 &mut rng,
-                &mut out,
-                size,
-                size,
+                ImageOut {
+                    pixels: &mut out,
+                    height: size,
+                    width: size,
+                },
             )?;
         }
         Ok(())

@@ -2,8 +2,8 @@
 //! loader calls for every sample of an `RGBImageField`.
 
 use super::{
-    AreaResizer, CropBox, ImageError, ImageMode, JpegDecoder, RandomResizedCrop, Result,
-    center_crop_box, dct_scaled_crop, random_resized_crop_box, rgb_len,
+    AreaResizer, ImageError, ImageMode, JpegDecoder, RandomResizedCrop, Result, center_crop_box,
+    dct_scaled_crop, random_resized_crop_box, rgb_len,
 };
 use rand_core::RngCore;
 
@@ -21,6 +21,31 @@ pub enum RgbDecoderKind {
     },
     /// `RandomResizedCropRGBImageDecoder(output_size, scale, ratio)`.
     RandomResizedCrop(RandomResizedCrop),
+}
+
+/// One stored sample of an image field, as the decoders read it: the mode byte and size
+/// from its metadata row, and its bytes (raw pixels or a JPEG).
+#[derive(Clone, Copy, Debug)]
+pub struct StoredImage<'a> {
+    /// The metadata's mode byte (`0` JPEG, `1` raw; see [`ImageMode`]).
+    pub mode: u8,
+    /// The metadata's height.
+    pub height: u16,
+    /// The metadata's width.
+    pub width: u16,
+    /// The stored bytes.
+    pub data: &'a [u8],
+}
+
+/// Where a decoded image goes: `height x width x 3` bytes at the start of `pixels`.
+#[derive(Debug)]
+pub struct ImageOut<'a> {
+    /// The output buffer: at least `height * width * 3` bytes.
+    pub pixels: &'a mut [u8],
+    /// The output height.
+    pub height: u32,
+    /// The output width.
+    pub width: u32,
 }
 
 /// Per-thread state of the image decoders: the JPEG decoder, the resizer
@@ -72,9 +97,8 @@ impl RgbDecoderKernel {
         Ok(())
     }
 
-    /// Decodes one sample: `mode`, `width`, `height` from its metadata row,
-    /// `data` its stored bytes, into `out` (`out_h x out_w x 3`). `rng` is
-    /// drawn from only by [`RgbDecoderKind::RandomResizedCrop`].
+    /// Decodes one stored sample into `out`. `rng` is drawn from only by
+    /// [`RgbDecoderKind::RandomResizedCrop`].
     ///
     /// As FFCV: the crop box is drawn from the metadata size, a raw image is
     /// used in place, a JPEG decoded (only the part the box depends on; the
@@ -82,19 +106,24 @@ impl RgbDecoderKernel {
     /// whose header disagrees with the metadata size, a raw payload of the
     /// wrong length, an unknown mode, or a `Simple` image of the wrong size
     /// is an error instead of undefined output.
-    #[allow(clippy::too_many_arguments)] // one sample's metadata + output shape
     pub fn decode_sample(
         &mut self,
         kind: &RgbDecoderKind,
-        mode: u8,
-        width: u16,
-        height: u16,
-        data: &[u8],
+        image: StoredImage<'_>,
         rng: &mut impl RngCore,
-        out: &mut [u8],
-        out_h: u32,
-        out_w: u32,
+        out: ImageOut<'_>,
     ) -> Result<()> {
+        let StoredImage {
+            mode,
+            height,
+            width,
+            data,
+        } = image;
+        let ImageOut {
+            pixels: out,
+            height: out_h,
+            width: out_w,
+        } = out;
         let (h, w) = (u32::from(height), u32::from(width));
         let needed = rgb_len(h, w);
         if h == 0 || w == 0 {
@@ -160,7 +189,10 @@ impl RgbDecoderKernel {
                         ),
                     });
                 }
-                return self.resize(rneeded, rh, rw, rcrop, out, out_h, out_w);
+                let reduced = &self.full[..rneeded];
+                return self
+                    .resizer
+                    .resize_crop_into(reduced, rh, rw, rcrop, out, out_h, out_w);
             }
             // No baseline decode for this JPEG: the exact path below.
         }
@@ -198,26 +230,6 @@ impl RgbDecoderKernel {
             out[..needed].copy_from_slice(pixels);
             return Ok(());
         };
-        self.resizer
-            .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)
-    }
-}
-
-impl RgbDecoderKernel {
-    /// Resizes `crop` of the `h x w` image held in the scratch buffer's first `len`
-    /// bytes into `out` (the reduced decode's last step).
-    #[allow(clippy::too_many_arguments)] // the image, the crop and the output shape
-    fn resize(
-        &mut self,
-        len: usize,
-        h: u32,
-        w: u32,
-        crop: CropBox,
-        out: &mut [u8],
-        out_h: u32,
-        out_w: u32,
-    ) -> Result<()> {
-        let pixels = &self.full[..len];
         self.resizer
             .resize_crop_into(pixels, h, w, crop, out, out_h, out_w)
     }

@@ -92,7 +92,7 @@ pub use file::{read_image_bytes, read_image_file};
 pub use folder::{FolderError, FolderImage, ImageFolder, Unreadable};
 pub use frame::{FrameComponent, JpegFrame};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
-pub use kernel::{RgbDecoderKernel, RgbDecoderKind};
+pub use kernel::{ImageOut, RgbDecoderKernel, RgbDecoderKind, StoredImage};
 pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};
 pub use resize::{AreaResizer, resize_area_into};
 pub use scaled_idct::dct_scaled_crop;

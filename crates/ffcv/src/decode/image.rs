@@ -16,7 +16,9 @@ use beton_io::{FieldMetadata, FieldType, NumpyDtype};
 use pipeline_jit::rng::sample_rng;
 
 use super::{Decoder, DecoderOutput, FieldInfo, OutputKind, SampleInput};
-use rgb_image::{JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
+use rgb_image::{
+    ImageOut, JpegFrame, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind, StoredImage,
+};
 
 thread_local! {
     /// One reusable kernel per thread (each loader worker decodes with its own).
@@ -130,7 +132,19 @@ fn decode_with(
         kernel.set_dct_downscale(dct_downscale);
         kernel
             .decode_sample(
-                kind, mode, width, height, input.data, &mut rng, out, out_h, out_w,
+                kind,
+                StoredImage {
+                    mode,
+                    width,
+                    height,
+                    data: input.data,
+                },
+                &mut rng,
+                ImageOut {
+                    pixels: out,
+                    height: out_h,
+                    width: out_w,
+                },
             )
             .map_err(|e| e.to_string())
     })

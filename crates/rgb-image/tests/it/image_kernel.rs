@@ -9,7 +9,7 @@ use beton_io::{FieldMetadata, Reader};
 use image_support::{FIXTURES, b64};
 use rand_core::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use rgb_image::{RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind};
+use rgb_image::{ImageOut, RandomResizedCrop, RgbDecoderKernel, RgbDecoderKind, StoredImage};
 use serde_json::Value;
 
 fn fixture(name: &str) -> (Reader, Vec<Vec<u8>>) {
@@ -61,14 +61,18 @@ fn simple_decoder_reproduces_images_raw() {
         kernel
             .decode_sample(
                 &RgbDecoderKind::Simple,
-                mode,
-                w,
-                h,
-                data,
+                StoredImage {
+                    mode,
+                    width: w,
+                    height: h,
+                    data,
+                },
                 &mut rng,
-                &mut out,
-                32,
-                32,
+                ImageOut {
+                    pixels: &mut out,
+                    height: 32,
+                    width: 32,
+                },
             )
             .unwrap();
         assert_eq!(&out, exp, "sample {i}");
@@ -87,7 +91,21 @@ fn center_crop_decoder_reproduces_images_jpg() {
     for (i, exp) in expected.iter().enumerate() {
         let (mode, w, h, data) = meta(&reader, i as u64);
         kernel
-            .decode_sample(&kind, mode, w, h, data, &mut rng, &mut out, 32, 32)
+            .decode_sample(
+                &kind,
+                StoredImage {
+                    mode,
+                    width: w,
+                    height: h,
+                    data,
+                },
+                &mut rng,
+                ImageOut {
+                    pixels: &mut out,
+                    height: 32,
+                    width: 32,
+                },
+            )
             .unwrap();
         assert_eq!(&out, exp, "sample {i}");
     }
@@ -106,7 +124,21 @@ fn random_resized_crop_is_reproducible_per_seed() {
             let (mode, w, h, data) = meta(&reader, i);
             let mut out = vec![0u8; 24 * 40 * 3];
             kernel
-                .decode_sample(&kind, mode, w, h, data, &mut rng, &mut out, 24, 40)
+                .decode_sample(
+                    &kind,
+                    StoredImage {
+                        mode,
+                        width: w,
+                        height: h,
+                        data,
+                    },
+                    &mut rng,
+                    ImageOut {
+                        pixels: &mut out,
+                        height: 24,
+                        width: 40,
+                    },
+                )
                 .unwrap();
             all.push(out);
         }
@@ -125,7 +157,21 @@ fn bad_metadata_and_payloads_are_errors() {
     let mut rng = Pcg64Mcg::seed_from_u64(0);
     let cc = RgbDecoderKind::CenterCrop { ratio: 0.875 };
     let mut call = |kind: &RgbDecoderKind, mode, w, h, data: &[u8], oh, ow| {
-        kernel.decode_sample(kind, mode, w, h, data, &mut rng, &mut out, oh, ow)
+        kernel.decode_sample(
+            kind,
+            StoredImage {
+                mode,
+                width: w,
+                height: h,
+                data,
+            },
+            &mut rng,
+            ImageOut {
+                pixels: &mut out,
+                height: oh,
+                width: ow,
+            },
+        )
     };
     // Metadata size disagreeing with the JPEG header.
     assert!(call(&cc, mode, w + 1, h, data, 32, 32).is_err());
@@ -189,7 +235,21 @@ fn decode_photo(
     let mut pixels = vec![0u8; (out * out * 3) as usize];
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     kernel
-        .decode_sample(kind, 0, w, h, jpeg, &mut rng, &mut pixels, out, out)
+        .decode_sample(
+            kind,
+            StoredImage {
+                mode: 0,
+                width: w,
+                height: h,
+                data: jpeg,
+            },
+            &mut rng,
+            ImageOut {
+                pixels: &mut pixels,
+                height: out,
+                width: out,
+            },
+        )
         .unwrap();
     pixels
 }
@@ -307,12 +367,40 @@ fn dct_downscale_reports_damaged_jpegs_without_panicking() {
             }
             let mut rng = Pcg64Mcg::seed_from_u64(0);
             // An error or some pixels, never a panic or an out-of-bounds write.
-            let _ = kernel.decode_sample(&center, 0, *w, *h, &bad, &mut rng, &mut out, 32, 32);
+            let _ = kernel.decode_sample(
+                &center,
+                StoredImage {
+                    mode: 0,
+                    width: *w,
+                    height: *h,
+                    data: &bad,
+                },
+                &mut rng,
+                ImageOut {
+                    pixels: &mut out,
+                    height: 32,
+                    width: 32,
+                },
+            );
         }
         // The kernel still decodes the intact photo afterwards.
         let mut rng = Pcg64Mcg::seed_from_u64(0);
         kernel
-            .decode_sample(&center, 0, *w, *h, jpeg, &mut rng, &mut out, 32, 32)
+            .decode_sample(
+                &center,
+                StoredImage {
+                    mode: 0,
+                    width: *w,
+                    height: *h,
+                    data: jpeg,
+                },
+                &mut rng,
+                ImageOut {
+                    pixels: &mut out,
+                    height: 32,
+                    width: 32,
+                },
+            )
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
