@@ -24,10 +24,9 @@
 
 use super::frame::JpegFrame;
 use super::ifast_idct::idct_limit;
+use super::segments::{self, NATURAL_ORDER, Segments, Step};
 use super::simd::Isa;
-use super::turbo::{
-    Bits, Huffman, NATURAL_ORDER, decode_ac, extend, h2v1_fancy, h2v2_fancy, ycc_to_rgb_row,
-};
+use super::turbo::{Bits, Huffman, decode_ac, extend, h2v1_fancy, h2v2_fancy, ycc_to_rgb_row};
 use super::{ImageError, Result, RgbImage, rgb_len};
 
 /// Fixed-point constants of `jidctint` (`FIX(x) = round(x * 2^13)`).
@@ -227,44 +226,14 @@ impl<'a> Decoder<'a> {
     }
 
     fn run(mut self, max_bytes: usize) -> Result<RgbImage> {
-        let jpeg = self.jpeg;
-        let len = jpeg.len();
-        if !jpeg.starts_with(&[0xFF, 0xD8]) {
-            return Err(self.err("missing SOI marker"));
-        }
-        let mut pos = 2;
+        let mut walk = Segments::new(self.jpeg).map_err(|m| self.err(m))?;
         let mut scanned = false;
-        let mut saw_eoi = false;
-        loop {
-            while pos < len && jpeg[pos] != 0xFF {
-                pos += 1;
-            }
-            while pos < len && jpeg[pos] == 0xFF {
-                pos += 1;
-            }
-            let Some(&marker) = jpeg.get(pos) else {
-                break;
+        let saw_eoi = loop {
+            let (marker, seg) = match walk.next_step().map_err(|m| self.err(m))? {
+                Step::Segment { marker, body } => (marker, body),
+                Step::EndOfImage => break true,
+                Step::EndOfData => break false,
             };
-            pos += 1;
-            match marker {
-                0xD9 => {
-                    saw_eoi = true;
-                    break;
-                }
-                0xD0..=0xD7 | 0x01 | 0x00 => continue,
-                _ => {}
-            }
-            let seg_len = match jpeg.get(pos..pos + 2) {
-                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
-                None => return Err(self.err("truncated marker segment")),
-            };
-            let Some(seg) = (seg_len >= 2)
-                .then(|| jpeg.get(pos + 2..pos + seg_len))
-                .flatten()
-            else {
-                return Err(self.err("truncated marker segment"));
-            };
-            pos += seg_len;
             match marker {
                 0xC0..=0xC2 => self.frame(marker, seg, max_bytes)?,
                 0xC3 => return Err(unsupported("lossless JPEG")),
@@ -273,23 +242,23 @@ impl<'a> Decoder<'a> {
                 0xC4 => self.huffman_tables(seg)?,
                 0xDB => self.quant_tables(seg)?,
                 0xDD => {
-                    if seg.len() < 2 {
-                        return Err(self.err("bad DRI segment"));
-                    }
-                    self.restart_interval = usize::from(u16::from_be_bytes([seg[0], seg[1]]));
+                    self.restart_interval =
+                        segments::restart_interval(seg).map_err(|m| self.err(m))?;
                 }
-                // libjpeg's `examine_app0` / `examine_app14` length rules.
-                0xE0 => self.jfif |= seg.len() >= 14 && seg.starts_with(b"JFIF\0"),
-                0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => {
-                    self.adobe = Some(seg[11]);
+                0xE0 => self.jfif |= segments::is_jfif(seg),
+                0xEE => {
+                    if let Some(t) = segments::adobe_transform(seg) {
+                        self.adobe = Some(t);
+                    }
                 }
                 0xDA => {
-                    pos = self.scan(seg, pos)?;
+                    let end = self.scan(seg, walk.position())?;
+                    walk.resume_at(end);
                     scanned = true;
                 }
                 _ => {}
             }
-        }
+        };
         if !scanned {
             return Err(self.err("no scan before the end of the data"));
         }
@@ -388,50 +357,26 @@ impl<'a> Decoder<'a> {
     }
 
     fn huffman_tables(&mut self, seg: &[u8]) -> Result<()> {
-        let mut s = seg;
-        while !s.is_empty() {
-            if s.len() < 17 {
-                return Err(self.err("truncated Huffman table"));
-            }
-            let (class, id) = (s[0] >> 4, usize::from(s[0] & 15));
-            let counts: [u8; 16] = s[1..17].try_into().unwrap_or([0; 16]);
-            let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
-            if class > 1 || id > 3 || total > 256 || s.len() < 17 + total {
-                return Err(self.err("bad Huffman table"));
-            }
-            let (table, set) = if class == 0 {
-                (&mut self.dc[id], &mut self.dc_set[id])
+        for spec in segments::huffman_tables(seg) {
+            let spec = spec.map_err(|m| self.err(m))?;
+            let (table, set) = if spec.dc {
+                (&mut self.dc[spec.id], &mut self.dc_set[spec.id])
             } else {
-                (&mut self.ac[id], &mut self.ac_set[id])
+                (&mut self.ac[spec.id], &mut self.ac_set[spec.id])
             };
-            let built = table.set(&counts, &s[17..17 + total], class == 0);
+            let built = table.set(&spec.counts, spec.symbols, spec.dc);
             *set = built.is_ok();
             if let Err(m) = built {
                 return Err(self.err(m));
             }
-            s = &s[17 + total..];
         }
         Ok(())
     }
 
     fn quant_tables(&mut self, seg: &[u8]) -> Result<()> {
-        let mut s = seg;
-        while !s.is_empty() {
-            let (prec, id) = (s[0] >> 4, usize::from(s[0] & 15));
-            let size = if prec == 0 { 64 } else { 128 };
-            if prec > 1 || id > 3 || s.len() < 1 + size {
-                return Err(self.err("bad quantization table"));
-            }
-            let mut q = [0i32; 64];
-            for (k, &nat) in NATURAL_ORDER[..64].iter().enumerate() {
-                q[nat] = if prec == 0 {
-                    i32::from(s[1 + k])
-                } else {
-                    i32::from(u16::from_be_bytes([s[1 + 2 * k], s[2 + 2 * k]]))
-                };
-            }
-            self.qt[id] = Some(q);
-            s = &s[1 + size..];
+        for spec in segments::quant_tables(seg) {
+            let spec = spec.map_err(|m| self.err(m))?;
+            self.qt[spec.id] = Some(spec.natural.map(i32::from));
         }
         Ok(())
     }

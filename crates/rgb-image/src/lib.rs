@@ -75,6 +75,7 @@ mod libjpeg_enc;
 mod resize;
 mod resize_rows;
 mod scaled_idct;
+mod segments;
 mod simd;
 mod simd_resize;
 #[cfg(all(test, target_arch = "x86_64"))]

@@ -29,6 +29,8 @@
 
 use std::fmt;
 
+use super::segments::NATURAL_ORDER;
+
 /// Why [`encode_like_libjpeg`] refused its input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LibjpegEncodeError {
@@ -74,14 +76,6 @@ impl std::error::Error for LibjpegEncodeError {}
 /// The longest side libjpeg encodes (`JPEG_MAX_DIMENSION`): `cv2.imencode`
 /// raises for anything larger, though the frame header could hold 65535.
 pub const MAX_SIDE: u32 = 65500;
-
-/// Zig-zag position → natural (row-major) index in an 8×8 block
-/// (libjpeg's `jpeg_natural_order`).
-const NATURAL_ORDER: [usize; 64] = [
-    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
-    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
-    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
-];
 
 /// JPEG Annex K.1 luminance quantisation table, natural order.
 const STD_LUMINANCE_QUANT: [u16; 64] = [
@@ -607,7 +601,7 @@ fn encode_block(
         bits.put(v as u32, n);
     }
     let mut run = 0u32;
-    for &pos in &NATURAL_ORDER[1..] {
+    for &pos in &NATURAL_ORDER[1..64] {
         let v = block[pos];
         if v == 0 {
             run += 1;
@@ -639,7 +633,7 @@ fn write_headers(out: &mut Vec<u8>, tables: &[[u16; 64]; 2], width: u16, height:
     ]);
     for (index, table) in tables.iter().enumerate() {
         out.extend_from_slice(&[0xFF, 0xDB, 0x00, 0x43, index as u8]);
-        out.extend(NATURAL_ORDER.iter().map(|&k| table[k] as u8));
+        out.extend(NATURAL_ORDER[..64].iter().map(|&k| table[k] as u8));
     }
     out.extend_from_slice(&[0xFF, 0xC0, 0x00, 0x11, 0x08]);
     out.extend_from_slice(&height.to_be_bytes());

@@ -13,6 +13,7 @@
 use super::frame::JpegFrame;
 use super::ifast_idct::{AAN_SCALES, idct_ifast_scalar, idct_limit};
 use super::scaled_idct::idct_scaled;
+use super::segments::{self, NATURAL_ORDER, Segments, Step};
 use super::simd::Isa;
 use super::{CropBox, ImageError, Result, rgb_len};
 
@@ -24,16 +25,6 @@ pub(crate) enum Outcome {
     /// The JPEG uses a feature this decoder leaves to the general one.
     Unsupported,
 }
-
-/// Zig-zag position -> natural (row-major) index, with 16 extra entries
-/// pointing at 63 so a corrupt run length cannot index out of the block
-/// (libjpeg's `jpeg_natural_order` does the same).
-pub(super) const NATURAL_ORDER: [usize; 80] = [
-    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
-    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
-    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
-    63, 63, 63, 63, 63, 63,
-];
 
 /// jidctfst's two passes for one block, writing 8x8 samples ([`super::ifast_idct`]). libjpeg's
 /// shortcuts for all-zero AC columns and rows give the same values as the
@@ -581,10 +572,7 @@ impl TurboDecoder {
         let (mut ow, mut oh) = (0usize, 0usize);
         let len = jpeg.len();
         let err = |m: &str| corrupt(len, m);
-        if !jpeg.starts_with(&[0xFF, 0xD8]) {
-            return Err(err("missing SOI marker"));
-        }
-        let mut pos = 2;
+        let mut walk = Segments::new(jpeg).map_err(err)?;
         let mut qt = [[0i32; 64]; 4];
         let mut qraw = [[0i32; 64]; 4];
         let mut qt_set = [false; 4];
@@ -601,38 +589,14 @@ impl TurboDecoder {
         // Components some scan has covered (bit k = component k).
         let mut covered = 0u8;
         loop {
-            // Find the next marker, skipping fill bytes (and stray data after a scan).
-            while pos < len && jpeg[pos] != 0xFF {
-                pos += 1;
-            }
-            while pos < len && jpeg[pos] == 0xFF {
-                pos += 1;
-            }
-            let Some(&marker) = jpeg.get(pos) else {
+            let (marker, seg) = match walk.next_step().map_err(err)? {
+                Step::Segment { marker, body } => (marker, body),
+                Step::EndOfImage => break,
                 // libjpeg-turbo decodes a file whose EOI is missing (with a
                 // warning FFCV ignores), so a complete scan is enough.
-                if scanned {
-                    break;
-                }
-                return Err(err("no scan before the end of the data"));
+                Step::EndOfData if scanned => break,
+                Step::EndOfData => return Err(err("no scan before the end of the data")),
             };
-            pos += 1;
-            match marker {
-                0xD9 => break,
-                0xD0..=0xD7 | 0x01 | 0x00 => continue,
-                _ => {}
-            }
-            let seg_len = match jpeg.get(pos..pos + 2) {
-                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
-                None => return Err(err("truncated marker segment")),
-            };
-            let Some(seg) = (seg_len >= 2)
-                .then(|| jpeg.get(pos + 2..pos + seg_len))
-                .flatten()
-            else {
-                return Err(err("truncated marker segment"));
-            };
-            pos += seg_len;
             match marker {
                 0xC0 | 0xC1 => {
                     if ncomp > 0 {
@@ -724,64 +688,40 @@ impl TurboDecoder {
                     return Ok(Outcome::Unsupported);
                 }
                 0xC4 => {
-                    let mut s = seg;
-                    while !s.is_empty() {
-                        if s.len() < 17 {
-                            return Err(err("truncated Huffman table"));
-                        }
-                        let (class, id) = (s[0] >> 4, usize::from(s[0] & 15));
-                        let counts: [u8; 16] = s[1..17].try_into().unwrap_or([0; 16]);
-                        let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
-                        if class > 1 || id > 3 || total > 256 || s.len() < 17 + total {
-                            return Err(err("bad Huffman table"));
-                        }
-                        let table = if class == 0 {
-                            &mut self.dc[id]
+                    for spec in segments::huffman_tables(seg) {
+                        let spec = spec.map_err(err)?;
+                        let table = if spec.dc {
+                            &mut self.dc[spec.id]
                         } else {
-                            &mut self.ac[id]
+                            &mut self.ac[spec.id]
                         };
                         table
-                            .set(&counts, &s[17..17 + total], class == 0)
+                            .set(&spec.counts, spec.symbols, spec.dc)
                             .map_err(err)?;
-                        s = &s[17 + total..];
                     }
                 }
                 0xDB => {
-                    let mut s = seg;
-                    while !s.is_empty() {
-                        let (prec, id) = (s[0] >> 4, usize::from(s[0] & 15));
-                        let size = if prec == 0 { 64 } else { 128 };
-                        if prec > 1 || id > 3 || s.len() < 1 + size {
-                            return Err(err("bad quantization table"));
-                        }
-                        for k in 0..64 {
-                            let q = if prec == 0 {
-                                i64::from(s[1 + k])
-                            } else {
-                                i64::from(u16::from_be_bytes([s[1 + 2 * k], s[2 + 2 * k]]))
-                            };
-                            let nat = NATURAL_ORDER[k];
+                    for spec in segments::quant_tables(seg) {
+                        let spec = spec.map_err(err)?;
+                        for (nat, &q) in spec.natural.iter().enumerate() {
+                            let q = i64::from(q);
                             // jddctmgr: DESCALE(q * aanscale, 14 - 2), rounding,
                             // stored as libjpeg's 16-bit IFAST_MULT_TYPE (which
                             // wraps for 16-bit tables with large entries).
                             let scaled = (q * AAN_SCALES[nat] + (1 << 11)) >> 12;
-                            qt[id][nat] = i32::from(scaled as i16);
+                            qt[spec.id][nat] = i32::from(scaled as i16);
                             // The reduced IDCTs take the plain table.
-                            qraw[id][nat] = q as i32;
+                            qraw[spec.id][nat] = q as i32;
                         }
-                        qt_set[id] = true;
-                        s = &s[1 + size..];
+                        qt_set[spec.id] = true;
                     }
                 }
-                0xDD => {
-                    if seg.len() < 2 {
-                        return Err(err("bad DRI segment"));
+                0xDD => restart_interval = segments::restart_interval(seg).map_err(err)?,
+                0xE0 => jfif |= segments::is_jfif(seg),
+                0xEE => {
+                    if let Some(t) = segments::adobe_transform(seg) {
+                        adobe_transform = Some(t);
                     }
-                    restart_interval = usize::from(u16::from_be_bytes([seg[0], seg[1]]));
-                }
-                0xE0 => jfif |= seg.starts_with(b"JFIF\0"),
-                0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => {
-                    adobe_transform = Some(seg[11]);
                 }
                 0xDA => {
                     let comps = &comp_buf[..ncomp];
@@ -811,7 +751,7 @@ impl TurboDecoder {
                     let region = Region::new(crop, ow, oh);
                     let end = self.decode_scan(
                         jpeg,
-                        pos,
+                        walk.position(),
                         comps,
                         &scan[..ns],
                         (&qt, &qraw),
@@ -819,7 +759,7 @@ impl TurboDecoder {
                         restart_interval,
                         &region,
                     )?;
-                    pos = end;
+                    walk.resume_at(end);
                     scanned = true;
                     for &(k, _, _) in &scan[..ns] {
                         covered |= 1 << k;
