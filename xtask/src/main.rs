@@ -1,18 +1,22 @@
-//! Developer tasks, run as `cargo xtask <task>`: `verify` (tidy, fmt, clippy, tests) and
-//! `bench` (the bounded benchmark matrix of `crates/bench`).
+//! Developer tasks, run as `cargo xtask <task>`: `verify` (tidy, fmt, clippy, tests),
+//! `bench` (the bounded benchmark matrix of `crates/bench`) and `wheel` (the Python wheel).
 //!
 //! xtask stays thin on purpose: it has no dependencies and only runs cargo (and the tidy
 //! checks: file headers, file lengths, crate layering, import loops), so it builds in
 //! seconds on a fresh machine. The benchmark
 //! matrix itself lives in the `ffcv-bench` package.
 
+mod command;
 mod gpu_bundle;
 mod layering;
 mod long_files;
 mod module_cycles;
+mod wheel;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+use command::{run, run_cargo};
 use std::time::Instant;
 
 const USAGE: &str = "\
@@ -27,6 +31,8 @@ tasks:
                       [--transform FIELD=OP[,OP...]]...`
   gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
                       target/gpu-bundle/ with a run.sh for a GPU host
+  wheel [--debug]     the ffcv_rs abi3 wheel (maturin, release profile, the workspace's own
+                      target/) into target/wheels/, for `pip install target/wheels/ffcv_rs-*.whl`
   tidy                only the tidy checks: every .rs file opens with a `//!` line and has
                       at most 800 lines (or a reason in xtask/src/long_files.rs); no crate
                       depends on one of its own or a higher layer (docs/ARCHITECTURE.md);
@@ -45,6 +51,7 @@ fn main() -> ExitCode {
         "bench" => bench(&root, &args[1..]),
         "tidy" => tidy(&root),
         "gpu-bundle" => gpu_bundle::gpu_bundle(&root, &args[1..]),
+        "wheel" => wheel::wheel(&root, &args[1..]),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -190,20 +197,6 @@ fn python_tests(root: &Path) -> Result<(), String> {
     )
 }
 
-/// Runs `command` in the workspace root with inherited stdio; fails on a non-zero status.
-fn run(root: &Path, command: &mut Command) -> Result<(), String> {
-    let shown = format!("{command:?}");
-    let status = command
-        .current_dir(root)
-        .status()
-        .map_err(|err| format!("cannot run {shown}: {err}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed ({status})"))
-    }
-}
-
 /// `cargo xtask bench ARGS...`: the benchmark runner in release mode, arguments passed through.
 fn bench(root: &Path, args: &[String]) -> Result<(), String> {
     let mut cargo_args = vec!["run", "--release", "--package", "ffcv-bench", "--"];
@@ -222,22 +215,6 @@ fn step(title: &str, body: impl FnOnce() -> Result<(), String>) -> Result<(), St
         Err(_) => eprintln!("    FAILED ({seconds:.1} s)"),
     }
     result
-}
-
-/// Runs `cargo ARGS` in the workspace root with inherited stdio.
-fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    // The cargo that runs xtask, so `cargo +toolchain xtask` keeps its toolchain.
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|err| format!("cannot run `cargo {}`: {err}", args.join(" ")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
-    }
 }
 
 /// The tidy checks: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
