@@ -1,13 +1,43 @@
-//! Running commands from xtask: in the workspace root, with inherited stdio, a non-zero
-//! status turned into an error that shows the command.
+//! Running commands from xtask: in the workspace root, with inherited stdio, without the
+//! package variables `cargo run` gave xtask, a non-zero status turned into an error that
+//! shows the command.
 
 use std::path::Path;
 use std::process::Command;
 
-/// Runs `command` in the workspace root with inherited stdio; fails on a non-zero status.
+/// Whether `name` is one of the variables `cargo run` sets for the program it runs
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, …, here xtask's own). `CARGO` (which cargo)
+/// is not: xtask passes it on on purpose.
+pub fn is_cargo_run_variable(name: &str) -> bool {
+    ["CARGO_PKG_", "CARGO_MANIFEST_"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+        )
+}
+
+/// Removes xtask's `cargo run` variables from `command`'s environment. Build scripts
+/// declare `rerun-if-env-changed` on some of them (ring's on `CARGO_MANIFEST_DIR` and
+/// `CARGO_PKG_NAME`), so a cargo started with xtask's values and a plain `cargo test` or
+/// `pip install` would each find the other's build stale and rebuild ring and everything
+/// above it (rustls, reqwest, object_store, page-cache, the facade) every time they take
+/// turns.
+pub fn without_cargo_run_env(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_cargo_run_variable) {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
+/// Runs `command` in the workspace root with inherited stdio (less xtask's `cargo run`
+/// variables, [`without_cargo_run_env`]); fails on a non-zero status.
 pub fn run(root: &Path, command: &mut Command) -> Result<(), String> {
     let shown = format!("{command:?}");
-    let status = command
+    let status = without_cargo_run_env(command)
         .current_dir(root)
         .status()
         .map_err(|err| format!("cannot run {shown}: {err}"))?;
@@ -18,11 +48,12 @@ pub fn run(root: &Path, command: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Runs `cargo ARGS` in the workspace root with inherited stdio.
+/// Runs `cargo ARGS` in the workspace root with inherited stdio (less xtask's `cargo run`
+/// variables).
 pub fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
     // The cargo that runs xtask, so `cargo +toolchain xtask` keeps its toolchain.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
+    let status = without_cargo_run_env(&mut Command::new(&cargo))
         .args(args)
         .current_dir(root)
         .status()
@@ -31,5 +62,55 @@ pub fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_package_variables_of_cargo_run_are_dropped() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            assert!(is_cargo_run_variable(name), "{name}");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "RUSTFLAGS",
+            "PATH",
+        ] {
+            assert!(!is_cargo_run_variable(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_child_does_not_see_xtask_package_variables() {
+        // `cargo test` sets CARGO_MANIFEST_DIR and CARGO_PKG_NAME for this test binary, as
+        // `cargo run` does for xtask.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let output = without_cargo_run_env(&mut Command::new("env"))
+            .output()
+            .expect("env runs");
+        let seen = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            !seen.lines().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")),
+            "{seen}"
+        );
+        assert!(
+            !seen.lines().any(|l| l.starts_with("CARGO_PKG_NAME=")),
+            "{seen}"
+        );
+        assert!(seen.lines().any(|l| l.starts_with("PATH=")), "{seen}");
     }
 }

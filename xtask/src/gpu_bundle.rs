@@ -191,7 +191,7 @@ fn cargo_executables(
 ) -> Result<Vec<(String, PathBuf)>, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("==> cargo {}", args.join(" "));
-    let output = Command::new(&cargo)
+    let output = crate::command::without_cargo_run_env(&mut Command::new(&cargo))
         .args(args)
         .current_dir(root)
         .stderr(Stdio::inherit())
