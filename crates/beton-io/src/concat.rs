@@ -94,6 +94,7 @@ impl Reader {
                 (ExtentRule::None, _) => continue,
                 (ExtentRule::Fixed { .. } | ExtentRule::Sized, _) => 0,
                 (ExtentRule::Computed, FieldType::RgbImage) => 5,
+                (ExtentRule::Computed, FieldType::VarArray(_)) => 0,
                 (ExtentRule::Computed, _) => {
                     return Err(invalid(format!(
                         "field {:?} of {} finds its bytes through its handler, so its data \

@@ -99,6 +99,17 @@ pub struct NdArrayArgs {
     pub shape: Vec<u64>,
 }
 
+/// The arguments of a VarArrayField: the element dtype and the shape of one row (the
+/// array's shape without its leading dimension; empty for 1-D arrays). Checked, encoded
+/// and decoded in `fields/var_array.rs`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VarArrayArgs {
+    /// The element type: bool, integer, unsigned or float.
+    pub dtype: NumpyDtype,
+    /// The shape of one row (0 to 31 dimensions, each at least 1).
+    pub inner_shape: Vec<u64>,
+}
+
 impl NdArrayArgs {
     /// `dtype` and `shape` together.
     pub fn new(dtype: NumpyDtype, shape: Vec<u64>) -> NdArrayArgs {
@@ -205,6 +216,9 @@ pub enum FieldType {
     /// Type id 128 (an ffcv-rs extension FFCV cannot read): exactly this many bytes per
     /// sample in the data region.
     FixedBytes(u64),
+    /// Type id 3 with tagged arguments (an ffcv-rs extension FFCV reads as a `BytesField`):
+    /// an array per sample with a variable leading dimension.
+    VarArray(VarArrayArgs),
     /// Type id 255 (or a field overridden by name): a user-registered field type, read and
     /// written through its [`crate::CustomHandler`].
     Custom,
@@ -295,6 +309,13 @@ pub enum FieldMetadata {
         /// Offset in the file.
         ptr: u64,
     },
+    /// A variable-length array stored at `ptr`, `size` bytes long (a whole number of rows).
+    VarArray {
+        /// Offset in the file.
+        ptr: u64,
+        /// Length in bytes.
+        size: u64,
+    },
     /// A custom field: read its bytes with [`crate::Reader::metadata_bytes`].
     Custom,
 }
@@ -305,6 +326,7 @@ impl FieldMetadata {
         match *self {
             FieldMetadata::Bytes { ptr, .. }
             | FieldMetadata::Json { ptr, .. }
+            | FieldMetadata::VarArray { ptr, .. }
             | FieldMetadata::NdArray { ptr }
             | FieldMetadata::TorchTensor { ptr }
             | FieldMetadata::FixedBytes { ptr } => Some(ptr),

@@ -861,6 +861,9 @@ pub(crate) fn parse_fields(
                 });
             };
             let field_type = kind.parse_arguments(args).map_err(&bad_args)?;
+            // One type id may parse into another kind (type id 3 with the VarArrayField
+            // tag): the parsed type's own kind gives the layout and the extent rule.
+            let kind = field_type.kind().unwrap_or(kind);
             let (itemsize, align) = kind.metadata_layout();
             ParsedField {
                 rule: kind.extent_rule(&field_type),

@@ -38,7 +38,8 @@ pub enum FieldValue {
     /// For a Bytes field.
     Bytes(Vec<u8>),
     /// For an NDArray or TorchTensor field: exactly `item_size * prod(shape)` bytes, C order, in
-    /// the dtype's byte order.
+    /// the dtype's byte order. For a VarArray field: any whole number of rows of
+    /// `item_size * prod(inner_shape)` bytes (none for an empty array).
     NdArray(Vec<u8>),
     /// For a JSON field: stored as Python's `json.dumps(value)` plus a NUL byte.
     Json(JsonValue),

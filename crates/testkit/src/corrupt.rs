@@ -388,6 +388,28 @@ pub fn corpus(original: &[u8]) -> Result<Vec<CorruptFile>, Error> {
                     ));
                     out.push(bad("size past its allocation", 8, &size.to_le_bytes()));
                 }
+                (FieldMetadata::VarArray { ptr, size }, FieldType::VarArray(a)) => {
+                    let row = a.row_bytes().expect("valid file");
+                    let past = (r.alloc_size(ptr).expect("valid file") / row + 1) * row;
+                    out.push(bad(
+                        "ptr past the end",
+                        0,
+                        &(file_size + 1000).to_le_bytes(),
+                    ));
+                    out.push(bad("size past its allocation", 8, &past.to_le_bytes()));
+                    out.push(bad(
+                        "absurd size, a whole number of rows",
+                        8,
+                        &(u64::MAX / row * row).to_le_bytes(),
+                    ));
+                    if row > 1 {
+                        out.push(bad(
+                            "size not a whole number of rows",
+                            8,
+                            &(size + 1).to_le_bytes(),
+                        ));
+                    }
+                }
                 (FieldMetadata::NdArray { .. } | FieldMetadata::TorchTensor { .. }, _) => {
                     out.push(bad(
                         "ptr past the end",

@@ -1,5 +1,6 @@
 //! `BytesField` (type id 3): variable-length bytes in the data region; the metadata is the
-//! packed `{ptr: u64, size: u64}`.
+//! packed `{ptr: u64, size: u64}`. FFCV writes zero arguments; an argument block opening
+//! with `VAR_ARRAY_MAGIC` describes a `VarArrayField` instead (`var_array.rs`).
 
 use std::borrow::Cow;
 
@@ -18,7 +19,12 @@ impl FieldKind for BytesKind {
     fn class_name(&self) -> &'static str {
         "BytesField"
     }
-    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, String> {
+        // FFCV ignores a BytesField's arguments, which is what lets a VarArrayField hide its
+        // dtype and shape there; any other content is FFCV's and stays a BytesField.
+        if crate::format::VarArrayArgs::is_tagged(args) {
+            return super::var_array::VarArrayKind.parse_arguments(args);
+        }
         Ok(FieldType::Bytes)
     }
     fn metadata_layout(&self) -> (u64, u64) {

@@ -27,12 +27,14 @@ pub mod json;
 mod kind;
 pub mod ndarray;
 pub mod rgb_image;
+pub mod var_array;
 
 pub use custom::{CustomField, CustomHandler};
 pub use kind::{Extent, ExtentRule, FieldKind, StoredLen, u64_at};
 pub(crate) use kind::{put_u64, stored, wrong_value};
 
-/// Every built-in kind, looked up by type id when a file is opened.
+/// Every built-in kind, looked up by type id when a file is opened. `VarArrayField` is not
+/// here: it shares type id 3 with `BytesField`, whose kind parses its tagged arguments.
 pub(crate) static BUILTIN: [&dyn FieldKind; 8] = [
     &float::FloatKind,
     &int::IntKind,
@@ -64,6 +66,7 @@ impl FieldType {
             FieldType::Json => &json::JsonKind,
             FieldType::TorchTensor(_) => &ndarray::TORCH_TENSOR,
             FieldType::FixedBytes(_) => &fixed_bytes::FixedBytesKind,
+            FieldType::VarArray(_) => &var_array::VarArrayKind,
             FieldType::Custom => return None,
         })
     }

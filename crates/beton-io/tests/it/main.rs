@@ -9,5 +9,6 @@ mod fixtures_compat;
 mod python_json;
 mod ranged_open;
 mod shard_write;
+mod var_array_field;
 mod writer_byte_identical;
 mod writer_roundtrip;
