@@ -93,6 +93,14 @@ pub trait TraversalOrder: Send + Sync {
     fn samples_per_epoch(&self) -> usize {
         self.order(0).len()
     }
+
+    /// What identifies this order's choices beyond the file, the seed and the batching,
+    /// for resume: a loader refuses a state saved under another identity instead of
+    /// resuming a different order. `None` (the default) records nothing, and then the
+    /// user answers for resuming with the same order.
+    fn identity(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<T: TraversalOrder + ?Sized> TraversalOrder for Box<T> {
@@ -103,6 +111,10 @@ impl<T: TraversalOrder + ?Sized> TraversalOrder for Box<T> {
     fn samples_per_epoch(&self) -> usize {
         (**self).samples_per_epoch()
     }
+
+    fn identity(&self) -> Option<String> {
+        (**self).identity()
+    }
 }
 
 impl<T: TraversalOrder + ?Sized> TraversalOrder for std::sync::Arc<T> {
@@ -112,5 +124,9 @@ impl<T: TraversalOrder + ?Sized> TraversalOrder for std::sync::Arc<T> {
 
     fn samples_per_epoch(&self) -> usize {
         (**self).samples_per_epoch()
+    }
+
+    fn identity(&self) -> Option<String> {
+        (**self).identity()
     }
 }
