@@ -181,18 +181,57 @@ impl<'a> BatchOutput<'a> {
         &self.bytes[i * self.info.row_bytes..(i + 1) * self.info.row_bytes]
     }
 
-    /// Per-sample lengths of a byte or JSON output (`None` for other outputs).
+    /// Per-sample lengths of a byte or JSON output, or the number of array rows of a
+    /// [`OutputKind::Rows`] output (`None` for other outputs).
     pub fn lengths(&self) -> Option<&'a [u64]> {
         self.lengths
     }
 
-    /// Row `i`'s defined bytes: the first `length` bytes for byte outputs, the row otherwise.
+    /// Row `i`'s defined bytes: the first `length` bytes for byte outputs, the first
+    /// `length` array rows for a [`OutputKind::Rows`] output, the row otherwise.
     pub fn value(&self, i: usize) -> &'a [u8] {
         let row = self.row(i);
         match self.lengths {
-            Some(l) => &row[..(l[i] as usize).min(row.len())],
+            Some(l) => {
+                let len = (l[i] as usize).saturating_mul(self.length_unit());
+                &row[..len.min(row.len())]
+            }
             None => row,
         }
+    }
+
+    /// Bytes one unit of a length stands for: an array row for [`OutputKind::Rows`], a
+    /// byte otherwise.
+    fn length_unit(&self) -> usize {
+        match (self.info.kind, self.info.shape.first()) {
+            (OutputKind::Rows, Some(&k)) if k > 0 => self.info.row_bytes / k,
+            _ => 1,
+        }
+    }
+
+    /// The largest length of the batch: for a [`OutputKind::Rows`] output, the batch's
+    /// `K_max` (its rows past it are all padding); `None` for outputs without lengths.
+    pub fn batch_max_rows(&self) -> Option<u64> {
+        self.lengths.map(|l| l.iter().copied().max().unwrap_or(0))
+    }
+
+    /// The packed form of an output with lengths: every row's defined bytes one after the
+    /// other, and `B + 1` offsets (in lengths' units: array rows for a
+    /// [`OutputKind::Rows`] output) where row `i` is `offsets[i]..offsets[i + 1]`. A copy;
+    /// `None` for outputs without lengths.
+    pub fn packed(&self) -> Option<(Vec<u8>, Vec<u64>)> {
+        let lengths = self.lengths?;
+        let mut offsets = Vec::with_capacity(lengths.len() + 1);
+        offsets.push(0u64);
+        let total: usize = (0..self.len).map(|i| self.value(i).len()).sum();
+        let mut values = Vec::with_capacity(total);
+        let mut at = 0u64;
+        for (i, &len) in lengths.iter().enumerate().take(self.len) {
+            values.extend_from_slice(self.value(i));
+            at += len;
+            offsets.push(at);
+        }
+        Some((values, offsets))
     }
 
     /// Row `i` of a JSON output parsed (the text up to its NUL, as FFCV's `unpack`).

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::batch_slots::{OutputBuffer, Slot};
 use crate::decode::kernel::{RECORD_BYTES, RECORD_METADATA, write_record};
-use crate::decode::{CopyRule, SampleInput};
+use crate::decode::{CopyRule, OutputKind, SampleInput};
 use crate::error::{Error, Result};
 use crate::run_state::{FieldRunner, Shared};
 
@@ -86,6 +86,19 @@ struct FieldPlan {
     /// Int and Float count 8 payload bytes per sample (their value), others their data.
     scalar: bool,
     lengths: bool,
+    /// Stored bytes per counted length unit and the most units a row holds: `(1, MAX)`
+    /// for byte lengths, `(row of the array, K_max)` for a `Rows` output, whose lengths
+    /// count array rows (capped when the decoder truncates).
+    length_unit: u64,
+    length_cap: u64,
+}
+
+impl FieldPlan {
+    /// A sample's length from its stored byte count.
+    #[inline]
+    fn length(&self, stored: u64) -> u64 {
+        (stored / self.length_unit).min(self.length_cap)
+    }
 }
 
 impl FieldPlan {
@@ -97,6 +110,13 @@ impl FieldPlan {
         } else {
             None
         };
+        let (length_unit, length_cap) = match (f.output.kind, f.output.shape.first()) {
+            (OutputKind::Rows, Some(&k)) if k > 0 => {
+                ((f.output.row_bytes / k).max(1) as u64, k as u64)
+            }
+            (OutputKind::Rows, _) => (1, 0),
+            _ => (1, u64::MAX),
+        };
         FieldPlan {
             copy,
             extent,
@@ -105,6 +125,8 @@ impl FieldPlan {
             row_bytes: f.output.row_bytes,
             scalar: f.field_type.value_in_metadata(),
             lengths: f.output.kind.has_lengths(),
+            length_unit,
+            length_cap,
         }
     }
 }
@@ -297,7 +319,7 @@ fn fill_chunk(
             payload += if p.scalar { 8 } else { len };
             let d = &mut dests[i];
             if let Some(l) = d.lengths.as_deref_mut() {
-                l[k] = len;
+                l[k] = p.length(len);
             }
             if p.copy.is_some() {
                 crate::memory::prefetch(r.data);

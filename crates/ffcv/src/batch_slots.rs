@@ -80,6 +80,8 @@ pub(crate) struct SlotPool {
     /// Slots the loader plans for (`batches_ahead + 2`).
     target: usize,
     allocations: AtomicUsize,
+    /// The process the pool was made in: see [`SlotPool::give_back`].
+    pid: u32,
 }
 
 impl SlotPool {
@@ -98,6 +100,7 @@ impl SlotPool {
             stage,
             target,
             allocations: AtomicUsize::new(0),
+            pid: std::process::id(),
         }
     }
 
@@ -163,6 +166,13 @@ impl SlotPool {
 
     /// Returns a slot to the pool (a batch dropped, or the producer did not use it).
     pub(crate) fn give_back(&self, mut slot: Slot) {
+        if std::process::id() != self.pid {
+            // A batch freed in a forked child: the pool's lock may have been held by one
+            // of the parent's threads at the fork, and then nobody ever releases it there.
+            // The slot is the child's copy of the memory; leaving it is harmless.
+            std::mem::forget(slot);
+            return;
+        }
         let index = slot.index;
         // Whatever the stage attached (device views, events) goes before the slot is free.
         drop(slot.attachment.take());

@@ -19,7 +19,7 @@ use crate::decode::{DecoderChoice, PipelineSpec, default_decoder};
 use crate::error::{Error, Result};
 use crate::memory::{HeapAllocator, SlotAllocator};
 use crate::order::Order;
-use crate::run_state::{Counters, FieldRunner, Shared};
+use crate::run_state::{Counters, FieldRunner, Shared, sample_pages};
 
 /// Builds a [`crate::Loader`]; every knob has FFCV's default except `batch_size`.
 #[derive(Clone)]
@@ -425,8 +425,8 @@ impl LoaderBuilder {
         let seed = self.choose_seed(distributed);
         let indices = self.check_indices(&reader)?;
         let mut resume =
-            crate::resume::ResumeContext::new(self.order.kind(), distributed, knobs.batch_size);
-        let order =
+            crate::resume::ResumeContext::new(&self.order, distributed, knobs.batch_size);
+        let (order, order_spec) =
             self.traversal_order(&reader, &indices, seed, distributed, knobs, &mut resume)?;
         let pool = start_pool(&path, knobs.num_workers)?;
         let fields = plan_fields(&reader, &self, &pool)?;
@@ -452,6 +452,7 @@ impl LoaderBuilder {
             reader,
             cache,
             order,
+            order_spec,
             indices,
             batch_size: knobs.batch_size,
             num_workers: knobs.num_workers,
@@ -575,23 +576,20 @@ impl LoaderBuilder {
         }
     }
 
-    /// Step 4: the sample ids, checked against the file.
+    /// Step 4: the sample ids, checked against the file ([`check_index_list`]).
     fn check_indices(&self, reader: &Reader) -> Result<Vec<u64>> {
         let num_samples = reader.num_samples();
         Ok(match &self.indices {
             Some(ix) => {
-                if let Some((pos, &bad)) = ix.iter().enumerate().find(|&(_, &s)| s >= num_samples) {
-                    return Err(self.config_error(format!(
-                        "indices[{pos}] = {bad} is out of range: the file has {num_samples} samples"
-                    )));
-                }
+                check_index_list(ix, num_samples).map_err(|reason| self.config_error(reason))?;
                 ix.clone()
             }
             None => (0..num_samples).collect(),
         })
     }
 
-    /// Step 5: the epoch order (a QuasiRandom order records its buffer in `resume`).
+    /// Step 5: the epoch order (a QuasiRandom order records its buffer in `resume`) and,
+    /// for a built-in order, the spec that built it.
     fn traversal_order(
         &self,
         reader: &Reader,
@@ -600,9 +598,9 @@ impl LoaderBuilder {
         distributed: Option<Distributed>,
         knobs: Knobs,
         resume: &mut crate::resume::ResumeContext,
-    ) -> Result<Arc<dyn TraversalOrder>> {
+    ) -> Result<(Arc<dyn TraversalOrder>, Option<OrderSpec>)> {
         let kind = match &self.order {
-            Order::Custom(o) => return Ok(Arc::clone(o)),
+            Order::Custom(o) => return Ok((Arc::clone(o), None)),
             built_in => built_in.kind().unwrap_or(OrderKind::QuasiRandom),
         };
         let mut spec = OrderSpec {
@@ -610,11 +608,7 @@ impl LoaderBuilder {
             distributed,
             ..OrderSpec::new(kind, knobs.batch_size)
         };
-        let num_samples = reader.num_samples();
-        let pages = (kind == OrderKind::QuasiRandom).then(|| {
-            let map = reader.page_map();
-            SamplePages::from_fn(num_samples, |s| map.pages_of_sample(s).first().copied())
-        });
+        let pages = (kind == OrderKind::QuasiRandom).then(|| sample_pages(reader));
         if let Some(pages) = &pages {
             spec.buffer_pages = self.choose_quasi_buffer(
                 reader,
@@ -626,7 +620,8 @@ impl LoaderBuilder {
             )?;
             resume.set_buffer_pages(spec.buffer_pages);
         }
-        Ok(Arc::from(spec.build(indices.to_vec(), pages.as_ref())?))
+        let order = Arc::from(spec.build(indices.to_vec(), pages.as_ref())?);
+        Ok((order, Some(spec)))
     }
 
     /// Step 8: the batch slots, their memory and stage from the GPU stage when there is
@@ -671,6 +666,21 @@ pub(crate) struct Built {
     pub(crate) shared: Shared,
     pub(crate) builder: LoaderBuilder,
     pub(crate) resume: Option<crate::resume::LoaderState>,
+}
+
+/// Checks an index list against a file of `num_samples` samples: every id must be one (the
+/// reason names the first that is not, by position and value). Repeated ids (visited as
+/// often as listed) and an empty list (epochs of no batch) are accepted.
+pub(crate) fn check_index_list(
+    indices: &[u64],
+    num_samples: u64,
+) -> std::result::Result<(), String> {
+    match indices.iter().enumerate().find(|&(_, &s)| s >= num_samples) {
+        Some((pos, &bad)) => Err(format!(
+            "indices[{pos}] = {bad} is out of range: the file has {num_samples} samples"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Step 6: the worker pool the epochs' pipelines run on.

@@ -4,9 +4,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -47,6 +47,10 @@ impl std::fmt::Debug for EpochIter<'_> {
             .finish()
     }
 }
+
+/// [`EpochIter::next_timeout`] found no batch within its timeout; the epoch goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitTimedOut;
 
 /// Counts a producer as live until it ends, however it ends.
 struct LiveGuard(Arc<std::sync::atomic::AtomicUsize>);
@@ -165,6 +169,81 @@ impl<'a> EpochIter<'a> {
         )
     }
 
+    /// [`Iterator::next`] that waits at most `timeout`: `Err(WaitTimedOut)` when no batch
+    /// came in time (call again to keep waiting; nothing is lost). A front end waits in
+    /// short slices this way so that it can look at its signals between them.
+    pub fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> std::result::Result<Option<Result<Batch>>, WaitTimedOut> {
+        if self.done {
+            return Ok(None);
+        }
+        let Some(rx) = self.rx.as_ref() else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let received =
+            tracing::debug_span!("consumer_wait", epoch = self.epoch, batch = self.yielded)
+                .in_scope(|| rx.recv_timeout(timeout));
+        self.shared
+            .counters
+            .consumer_wait_ns
+            .fetch_add(nanos(t), Ordering::Relaxed);
+        match received {
+            Ok(r) => Ok(self.received(Ok(r))),
+            Err(RecvTimeoutError::Timeout) => Err(WaitTimedOut),
+            Err(RecvTimeoutError::Disconnected) => Ok(self.received(Err(()))),
+        }
+    }
+
+    /// Tells the producer to stop without waiting for it: it ends after the step it is in
+    /// (a page read in flight included), and dropping the iterator then joins it at once.
+    /// The iterator yields nothing more. [`EpochIter::is_finished`] says when it is over.
+    pub fn request_stop(&mut self) {
+        self.done = true;
+        self.stop.store(true, Ordering::SeqCst);
+        // Dropping the receiver wakes a producer blocked on a full queue.
+        drop(self.rx.take());
+    }
+
+    /// Whether the epoch's producer thread has ended (so that dropping the iterator does
+    /// not wait); its page readers are joined before it ends.
+    pub fn is_finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// What the consumer does with a batch, an error or the end of the queue.
+    fn received(
+        &mut self,
+        received: std::result::Result<Result<Batch>, ()>,
+    ) -> Option<Result<Batch>> {
+        match received {
+            Ok(Ok(batch)) => {
+                self.yielded += 1;
+                Some(Ok(batch))
+            }
+            Ok(Err(e)) => {
+                self.done = true;
+                self.stop_and_join();
+                Some(Err(e))
+            }
+            Err(()) => {
+                // The producer finished (or died without a word).
+                self.done = true;
+                let panicked = self.handle.take().and_then(|h| h.join().err());
+                self.stop_and_join();
+                panicked.map(|panic| {
+                    Err(Error::ProducerGone {
+                        path: self.shared.path.clone(),
+                        epoch: self.epoch,
+                        cause: format!("panicked: {}", pipeline_jit::panic_message(&*panic)),
+                    })
+                })
+            }
+        }
+    }
+
     fn stop_and_join(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Dropping the receiver wakes a producer blocked on a full queue.
@@ -191,30 +270,7 @@ impl Iterator for EpochIter<'_> {
             .counters
             .consumer_wait_ns
             .fetch_add(nanos(t), Ordering::Relaxed);
-        match received {
-            Ok(Ok(batch)) => {
-                self.yielded += 1;
-                Some(Ok(batch))
-            }
-            Ok(Err(e)) => {
-                self.done = true;
-                self.stop_and_join();
-                Some(Err(e))
-            }
-            Err(_) => {
-                // The producer finished (or died without a word).
-                self.done = true;
-                let panicked = self.handle.take().and_then(|h| h.join().err());
-                self.stop_and_join();
-                panicked.map(|panic| {
-                    Err(Error::ProducerGone {
-                        path: self.shared.path.clone(),
-                        epoch: self.epoch,
-                        cause: format!("panicked: {}", pipeline_jit::panic_message(&*panic)),
-                    })
-                })
-            }
-        }
+        self.received(received.map_err(|_| ()))
     }
 }
 

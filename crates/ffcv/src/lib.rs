@@ -15,7 +15,9 @@
 //! - A field's pipeline is a [`Decoder`] followed by pipeline-jit operations
 //!   ([`PipelineSpec`]). Default decoders: Int → `i64 [B,1]`, Float → `f64 [B,1]`,
 //!   Bytes → `u8 [B,max_size]` + lengths, NDArray/TorchTensor → stored dtype and shape,
-//!   JSON → bytes + lengths + [`BatchOutput::json`], RGB images →
+//!   JSON → bytes + lengths + [`BatchOutput::json`], VarArray (ffcv-rs) →
+//!   [`decode::VarArrayDecoder`]'s `[B,K_max,...inner]` + rows per sample
+//!   ([`BatchOutput::packed`] for the packed form), RGB images →
 //!   [`decode::SimpleRGBImageDecoder`] (constant-size datasets, as FFCV; for varying sizes
 //!   choose [`decode::CenterCropRGBImageDecoder`] or
 //!   [`decode::RandomResizedCropRGBImageDecoder`], a `--decoder`-style spec
@@ -28,6 +30,10 @@
 //!   [`Loader::state`]), JSON-serializable; [`LoaderBuilder::resume`] continues from it
 //!   byte for byte with the same world size, or splits the epoch's remaining samples among
 //!   another number of ranks (`docs/resume.md`).
+//! - [`Loader::builder_mixture`] mixes several datasets by weight ([`Mixture`]: per-source
+//!   counts exact per epoch, each source walked in its own order; `docs/mixtures.md`).
+//! - [`Loader::set_indices`] replaces the sample ids between epochs (a curriculum, active
+//!   learning); states record the current set's [`indices_hash`].
 //! - The lower crates are re-exported: [`mod@format`] (beton-io), [`traversal`],
 //!   [`page_cache`], [`jit`] (pipeline-jit), [`image`] (rgb-image).
 //!
@@ -71,6 +77,7 @@ mod error;
 pub mod gpu;
 mod loader;
 mod memory;
+pub mod mixture;
 mod order;
 pub mod quasi_buffer;
 mod resume;
@@ -91,9 +98,10 @@ pub use batch_slots::{Attachment, SlotOutput, SlotStage};
 pub use builder::LoaderBuilder;
 pub use cpus::affinity_cpus;
 pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
-pub use epoch::EpochIter;
+pub use epoch::{EpochIter, WaitTimedOut};
 pub use error::{Error, Result};
 pub use loader::{FilterValue, Loader, LoaderStats};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
+pub use mixture::{Mixture, MixtureSource, MixtureSpec, WhenExhausted};
 pub use order::Order;
-pub use resume::{LoaderState, STATE_FORMAT_VERSION};
+pub use resume::{LoaderState, STATE_FORMAT_VERSION, indices_hash};

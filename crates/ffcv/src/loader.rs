@@ -218,9 +218,77 @@ impl Loader {
         &self.shared.reader
     }
 
-    /// The sample ids the loader draws from (before ordering and distribution).
+    /// The sample ids the loader draws from (before ordering and distribution): the
+    /// builder's `indices` (every sample without them), or the last
+    /// [`Loader::set_indices`].
     pub fn indices(&self) -> &[u64] {
         &self.shared.indices
+    }
+
+    /// Replaces the sample ids the loader draws from, from the next epoch on: a
+    /// curriculum that grows the subset, active learning that adds the samples it picked.
+    ///
+    /// Each later epoch's order is the built-in order over the new set: the same
+    /// `(seed, epoch, indices, page map)` order as a loader built with
+    /// [`LoaderBuilder::indices`] of this set and this loader's QuasiRandom buffer would
+    /// run, so every epoch yields its current set exactly once (an id listed k times, k
+    /// times). Distributed ranks split the new set as they split the first one
+    /// (`DistributedSampler`'s padding included), so every rank must be given the same
+    /// set. [`Loader::len`], [`Loader::order`] and the states follow the new set; a
+    /// [`crate::LoaderState`] records its [`crate::indices_hash`], and resuming one
+    /// needs a loader built over that set.
+    ///
+    /// What is rebuilt: only the epoch order (O(ids), plus for QuasiRandom the file's
+    /// page map, O(samples)) and, if a state was taken already, the set's hash in the
+    /// states (O(ids)). The worker pool, the compiled pipelines, the batch slots, the GPU
+    /// stage and the page cache stay: the cache plans each epoch's pages from that
+    /// epoch's batches anyway, and the process cache only grows its slot memory if the
+    /// new set's schedule needs more slots than it holds. The QuasiRandom buffer stays
+    /// the one chosen at build (states record it), so a process cache whose budget
+    /// cannot hold the new set's schedules reports `page_cache::Error::MemoryBudget` at
+    /// the epoch start, with its advice, as for any epoch.
+    ///
+    /// An empty set is accepted (epochs of no batch), as are repeated ids. The set given
+    /// replaces any position a resumed state gave inside the next epoch (that position
+    /// counts batches of the old set), unless it is the current set, which changes
+    /// nothing. Errors (the loader is then unchanged): an id that is not a sample of the
+    /// file (named by position and value, as `build` names it); a custom order, which
+    /// decides its samples itself; an epoch still running from
+    /// [`Loader::iter_unbound`] (with [`Loader::iter`] the borrow checker already
+    /// refuses): finish or drop its iterator first.
+    pub fn set_indices(&mut self, indices: impl Into<Vec<u64>>) -> Result<()> {
+        let indices = indices.into();
+        let path = self.shared.path.clone();
+        let refuse = |reason: String| Error::Config {
+            path: path.clone(),
+            reason: format!("set_indices: {reason}"),
+        };
+        let Some(spec) = self.shared.order_spec else {
+            return Err(refuse(
+                "a custom order decides the samples itself; it takes no indices".into(),
+            ));
+        };
+        crate::builder::check_index_list(&indices, self.shared.reader.num_samples())
+            .map_err(&refuse)?;
+        // Only a running epoch's iterator (and its producer thread) shares the run state.
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            return Err(refuse(
+                "an epoch is running; finish or drop its iterator before changing the set".into(),
+            ));
+        };
+        if shared.indices == indices {
+            return Ok(());
+        }
+        shared.order = crate::run_state::order_over(&spec, &shared.reader, indices.clone())?;
+        shared.resume.set_indices(&indices);
+        shared.indices = indices;
+        self.pending = None;
+        tracing::debug!(
+            path = %shared.path.display(),
+            samples = shared.indices.len(),
+            "set_indices: new index set"
+        );
+        Ok(())
     }
 
     /// The outputs of each batch (one per enabled field, in field order).

@@ -21,6 +21,12 @@ use crate::batch::OutputInfo;
 use crate::decode::PipelineSpec;
 use crate::error::{Error, Result};
 
+mod index_set;
+mod order_state;
+pub use index_set::indices_hash;
+use index_set::{IndicesIdentity, hex};
+use order_state::OrderState;
+
 /// The newest state format this build writes and reads.
 ///
 /// - 1: the first format.
@@ -28,7 +34,10 @@ use crate::error::{Error, Result};
 ///   shares within one sample of each other (cutting pages where needed) instead of whole
 ///   pages. A format-1 state whose epoch consumed batches of such a dealing is refused
 ///   with a message that says so; every other format-1 state resumes exactly.
-pub const STATE_FORMAT_VERSION: u32 = 2;
+/// - 3: adds `indices.hash64`, the index set's [`indices_hash`] (the set may change
+///   between epochs: [`crate::Loader::set_indices`]). Older states load as before: their
+///   hash is derived from `indices.sha256`, of which it is the first 16 hex digits.
+pub const STATE_FORMAT_VERSION: u32 = 3;
 
 /// The first format whose QuasiRandom dealing is this build's.
 const BALANCED_QUASI_RANDOM_VERSION: u32 = 2;
@@ -87,27 +96,6 @@ struct FileIdentity {
     tables_sha256: String,
 }
 
-/// The order and its parameters (those that decide which samples go where).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OrderState {
-    /// `sequential`, `random`, `quasi-random` or `custom`.
-    kind: String,
-    /// Whether the first stint ran in distributed mode (it changes Random's and
-    /// QuasiRandom's orders even with one rank).
-    distributed: bool,
-    /// QuasiRandom's buffer in pages (0 for the other orders).
-    buffer_pages: usize,
-}
-
-/// The index list: its length and a SHA-256 of its ids (little-endian u64s).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IndicesIdentity {
-    count: u64,
-    sha256: String,
-}
-
 /// One stint: its ranks and the batches each consumed (equal: ranks run in lockstep).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,7 +143,21 @@ impl LoaderState {
         let state: LoaderState = serde_json::from_value(value)
             .map_err(|e| bad(format!("not a loader state of format {version}: {e}")))?;
         state.check_shape()?;
+        state.indices.check(state.format_version).map_err(bad)?;
         Ok(state)
+    }
+
+    /// The 64-bit hash ([`indices_hash`]) of the index set the state's loader drew from
+    /// when the state was taken: the set given to the builder, or the last one given to
+    /// [`crate::Loader::set_indices`]. For a state of an older format it is derived from
+    /// the recorded SHA-256; 0 for a state built by hand whose SHA-256 is not hex.
+    pub fn indices_hash(&self) -> u64 {
+        u64::from_str_radix(self.indices.hash_text(), 16).unwrap_or(0)
+    }
+
+    /// The number of ids in the state's index set.
+    pub fn indices_count(&self) -> u64 {
+        self.indices.count
     }
 
     /// The format version.
@@ -258,6 +260,8 @@ impl LoaderState {
 /// computed.
 pub(crate) struct ResumeContext {
     kind: &'static str,
+    /// A custom order's [`traversal::TraversalOrder::identity`].
+    custom: Option<String>,
     distributed: bool,
     world_size: usize,
     rank: usize,
@@ -271,14 +275,20 @@ pub(crate) struct ResumeContext {
 }
 
 impl ResumeContext {
-    /// For a loader with `order` (`None`: a custom order) and `distributed`.
+    /// For a loader with `order` and `distributed`.
     pub(crate) fn new(
-        order: Option<OrderKind>,
+        order: &crate::Order,
         distributed: Option<Distributed>,
         batch_size: usize,
     ) -> ResumeContext {
+        let custom = match order {
+            crate::Order::Custom(o) => o.identity(),
+            _ => None,
+        };
+        let order = order.kind();
         ResumeContext {
             kind: order.map_or("custom", OrderKind::name),
+            custom,
             distributed: distributed.is_some(),
             world_size: distributed.map_or(1, |d| d.world_size()),
             rank: distributed.map_or(0, |d| d.rank()),
@@ -294,6 +304,15 @@ impl ResumeContext {
     /// Records the QuasiRandom buffer the loader chose (the default is FFCV's).
     pub(crate) fn set_buffer_pages(&mut self, pages: usize) {
         self.buffer_pages = pages;
+    }
+
+    /// The loader's index set is now `indices` ([`crate::Loader::set_indices`]): later
+    /// states record it. Only the set's identity is computed again (O(ids)), the table
+    /// hash is kept; before the first state, nothing (the fixed part takes the set then).
+    pub(crate) fn set_indices(&mut self, indices: &[u64]) {
+        if let Some(template) = self.template.get_mut() {
+            template.indices = IndicesIdentity::of(indices);
+        }
     }
 
     /// The order's name as states record it (`custom` for a user order).
@@ -341,10 +360,6 @@ impl ResumeContext {
     }
 }
 
-fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The fixed part of a state (epoch 0, no stints) of a loader over `reader` and
 /// `indices`. O(samples): it hashes the file's tables and the index list.
 fn fixed_part(
@@ -367,10 +382,6 @@ fn fixed_part(
             .range(reader.header().alloc_table_ptr, layout.file_size)
             .unwrap_or_default(),
     );
-    let mut ids = Sha256::new();
-    for &i in indices {
-        ids.update(i.to_le_bytes());
-    }
     LoaderState {
         format_version: STATE_FORMAT_VERSION,
         file: FileIdentity {
@@ -383,13 +394,11 @@ fn fixed_part(
             kind: ctx.kind.to_owned(),
             distributed: ctx.distributed,
             buffer_pages: ctx.buffer_pages,
+            custom: ctx.custom.clone(),
         },
         batch_size,
         drop_last,
-        indices: IndicesIdentity {
-            count: indices.len() as u64,
-            sha256: hex(&ids.finalize()),
-        },
+        indices: IndicesIdentity::of(indices),
         world_size: ctx.world_size,
         rank: ctx.rank,
         stints: Vec::new(),
@@ -525,7 +534,7 @@ impl LoaderState {
         indices: &[u64],
         batch_size: usize,
     ) -> Result<Vec<u64>> {
-        let mut ctx = ResumeContext::new(Some(spec.kind), spec.distributed, batch_size);
+        let mut ctx = ResumeContext::new(&spec.kind.into(), spec.distributed, batch_size);
         if spec.kind == OrderKind::QuasiRandom {
             ctx.buffer_pages = spec.buffer_pages;
         }
@@ -591,11 +600,8 @@ fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<Epo
             state.file.size, state.file.tables_sha256, mine.file.size, mine.file.tables_sha256
         )));
     }
-    if state.order.kind != mine.order.kind {
-        return Err(refuse(format!(
-            "the state was saved with order {}, this loader uses order {}",
-            state.order.kind, mine.order.kind
-        )));
+    if let Some(reason) = state.order.refusal(&mine.order) {
+        return Err(refuse(reason));
     }
     if state.seed != mine.seed {
         return Err(refuse(format!(
@@ -616,18 +622,8 @@ fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<Epo
             state.drop_last, mine.drop_last
         )));
     }
-    if state.order.buffer_pages != mine.order.buffer_pages {
-        return Err(refuse(format!(
-            "the state's QuasiRandom buffer is {} pages, this loader's is {}",
-            state.order.buffer_pages, mine.order.buffer_pages
-        )));
-    }
-    if state.indices != mine.indices {
-        return Err(refuse(format!(
-            "the state was saved over other indices ({} ids, sha256 {}); this loader has \
-             {} ids, sha256 {}",
-            state.indices.count, state.indices.sha256, mine.indices.count, mine.indices.sha256
-        )));
+    if let Some(reason) = state.indices.refusal(&mine.indices) {
+        return Err(refuse(reason));
     }
     if dealing_changed(state) {
         return Err(refuse(format!(

@@ -1,8 +1,9 @@
 //! The per-loader run state that the loader, its epochs and its resume states share: each
 //! enabled field's runner (decoder context, executor, output), the counters, and
-//! [`Shared`], what the producer thread of an epoch reads. The builder (`builder.rs`) makes
-//! it; the epoch iterator (`epoch.rs`), the per-batch fill (`batch_fill.rs`) and
-//! `resume.rs` (through [`Shared::resume_facts`]) read it.
+//! [`Shared`], what the producer thread of an epoch reads, and the built-in order over an
+//! index set ([`order_over`], for a build and for `Loader::set_indices`). The builder
+//! (`builder.rs`) makes it; the epoch iterator (`epoch.rs`), the per-batch fill
+//! (`batch_fill.rs`) and `resume.rs` (through [`Shared::resume_facts`]) read it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use beton_io::{FieldType, Reader};
 use page_cache::PageCache;
 use pipeline_jit::{Executor, Pipeline};
-use traversal::TraversalOrder;
+use traversal::{OrderKind, OrderSpec, SamplePages, TraversalOrder};
 
 use crate::batch::OutputInfo;
 use crate::batch_slots::SlotPool;
@@ -167,6 +168,9 @@ pub(crate) struct Shared {
     pub(crate) reader: Arc<Reader>,
     pub(crate) cache: PageCache,
     pub(crate) order: Arc<dyn TraversalOrder>,
+    /// What built `order` (`None`: a custom order), so that
+    /// [`crate::Loader::set_indices`] can build it again over another set.
+    pub(crate) order_spec: Option<OrderSpec>,
     pub(crate) indices: Vec<u64>,
     pub(crate) batch_size: usize,
     pub(crate) num_workers: usize,
@@ -201,6 +205,26 @@ impl Shared {
             ctx: &self.resume,
         }
     }
+}
+
+/// The first page of every sample of `reader`, as QuasiRandom groups samples.
+pub(crate) fn sample_pages(reader: &Reader) -> SamplePages {
+    let map = reader.page_map();
+    SamplePages::from_fn(reader.num_samples(), |s| {
+        map.pages_of_sample(s).first().copied()
+    })
+}
+
+/// A built-in order `spec` over `indices` ([`crate::Loader::set_indices`]): the same
+/// spec (seed, distributed share, QuasiRandom buffer) as the loader was built with, so an
+/// epoch's order is the one a loader built over `indices` with that buffer would have.
+pub(crate) fn order_over(
+    spec: &OrderSpec,
+    reader: &Reader,
+    indices: Vec<u64>,
+) -> Result<Arc<dyn TraversalOrder>> {
+    let pages = (spec.kind == OrderKind::QuasiRandom).then(|| sample_pages(reader));
+    Ok(Arc::from(spec.build(indices, pages.as_ref())?))
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

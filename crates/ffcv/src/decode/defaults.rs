@@ -31,6 +31,7 @@ pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
         FieldType::NdArray(_) | FieldType::TorchTensor(_) => Arc::new(NdArrayDecoder),
         FieldType::RgbImage => Arc::new(super::image::SimpleRGBImageDecoder),
         FieldType::FixedBytes(_) => Arc::new(super::fixed_bytes::FixedBytesDecoder),
+        FieldType::VarArray(_) => Arc::new(super::var_array::VarArrayDecoder::new()),
         _ => return None,
     })
 }

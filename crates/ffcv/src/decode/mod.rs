@@ -21,6 +21,7 @@ mod fixed_bytes;
 mod image;
 pub(crate) mod kernel;
 mod spec;
+mod var_array;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub use image::{
     check_stored_image,
 };
 pub use spec::{DecoderChoice, UnknownDecoder, parse_field_decoder};
+pub use var_array::{OverCap, VarArrayDecoder};
 
 /// The default cap on a decoded image's area, `2^27` = 134,217,728 pixels (384 MiB of
 /// RGB): above every camera sensor sold today (the largest common ones are about 100 MP,
@@ -57,12 +59,18 @@ pub enum OutputKind {
     Bytes,
     /// Like [`OutputKind::Bytes`], and each row holds a JSON document.
     Json,
+    /// Variable-length arrays padded with zeros to a fixed number of rows (the row shape's
+    /// first axis), with each sample's number of rows as its length.
+    Rows,
 }
 
 impl OutputKind {
     /// Whether rows have per-sample lengths.
     pub fn has_lengths(self) -> bool {
-        matches!(self, OutputKind::Bytes | OutputKind::Json)
+        matches!(
+            self,
+            OutputKind::Bytes | OutputKind::Json | OutputKind::Rows
+        )
     }
 }
 

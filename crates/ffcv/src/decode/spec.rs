@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::image::{
     CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
 };
+use super::var_array::{OverCap, VarArrayDecoder};
 use super::{
     BytesDecoder, Decoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder, RawBytesDecoder,
 };
@@ -17,7 +18,9 @@ use super::{
 /// (the stored bytes of any field), `int`, `float`, `bytes`, `json`, `ndarray`, and the
 /// image decoders `simple`, `center-crop:HxW[:RATIO]` (ratio 224/256 by default) and
 /// `random-resized-crop:HxW[:SCALE_LO,SCALE_HI[:RATIO_LO,RATIO_HI]]` (FFCV's defaults
-/// `0.08,1` and `0.75,1.3333`). A crop decoder's SPEC may end in `:dct-scale`, the opt-in
+/// `0.08,1` and `0.75,1.3333`), and `var-array[:CAP[:truncate]]` (a `VarArrayField`
+/// padded to the file's largest array or to CAP rows; over CAP is an error unless
+/// `truncate`). A crop decoder's SPEC may end in `:dct-scale`, the opt-in
 /// DCT-domain downscaling ([`CenterCropRGBImageDecoder::dct_downscale`]; not FFCV's
 /// pixels): `center-crop:112x112:dct-scale`.
 #[derive(Clone)]
@@ -47,7 +50,7 @@ impl DecoderChoice {
     /// parser.
     pub const GRAMMAR: &'static str = "default, none, raw-bytes, int, float, bytes, json, \
          ndarray, simple, center-crop:HxW[:RATIO][:dct-scale], \
-         random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale]";
+         random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale], var-array[:CAP[:truncate]]";
 }
 
 /// A decoder SPEC that names no known decoder, or whose parameters are malformed.
@@ -175,6 +178,29 @@ fn parse_image(
     }
 }
 
+/// `var-array[:CAP[:truncate]]`'s parameters.
+fn parse_var_array(spec: &str, params: &[&str]) -> Result<Arc<dyn Decoder>, UnknownDecoder> {
+    let mut d = VarArrayDecoder::new();
+    if let Some(cap) = params.first() {
+        let cap: u64 = cap.trim().parse().map_err(|_| {
+            UnknownDecoder::new(spec, format!("cap {cap:?} is not a whole number of rows"))
+        })?;
+        d = d.cap(cap);
+    }
+    match params.get(1..).unwrap_or_default() {
+        [] => {}
+        ["truncate"] => d = d.over_cap(OverCap::Truncate),
+        ["error"] => d = d.over_cap(OverCap::Error),
+        _ => {
+            return Err(UnknownDecoder::new(
+                spec,
+                "var-array takes a cap, then `truncate` or `error`",
+            ));
+        }
+    }
+    Ok(Arc::new(d))
+}
+
 impl FromStr for DecoderChoice {
     type Err = UnknownDecoder;
 
@@ -185,6 +211,7 @@ impl FromStr for DecoderChoice {
         let params: Vec<&str> = parts.collect();
         let d: Arc<dyn Decoder> = match name {
             "simple" | "center-crop" | "random-resized-crop" => parse_image(text, name, &params)?,
+            "var-array" => parse_var_array(text, &params)?,
             _ if !params.is_empty() => {
                 return Err(UnknownDecoder::new(
                     text,
@@ -253,15 +280,20 @@ mod tests {
     #[test]
     fn every_entry_of_the_grammar_names_a_decoder() {
         let examples = examples();
-        assert_eq!(examples.len(), 11, "{examples:?}");
+        assert_eq!(examples.len(), 12, "{examples:?}");
         for spec in &examples {
             assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
         }
         for spec in [
             "center-crop:8x8:0.5:dct-scale",
             "random-resized-crop:8x8:0.1,1:0.5,2:dct-scale",
+            "var-array:5",
+            "var-array:5:truncate",
         ] {
             assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
+        }
+        for spec in ["var-array:x", "var-array:5:cut", "var-array:5:truncate:1"] {
+            assert!(spec.parse::<DecoderChoice>().is_err(), "{spec}");
         }
         let err = "blur".parse::<DecoderChoice>().unwrap_err();
         assert!(err.to_string().contains(DecoderChoice::GRAMMAR), "{err}");

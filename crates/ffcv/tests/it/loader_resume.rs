@@ -451,10 +451,13 @@ fn a_chain_of_resumes_with_three_world_sizes_delivers_each_sample_once() {
     assert!(counts.values().all(|&c| c == 1), "{counts:?}");
 }
 
-/// `state` as format 1 wrote it: the same keys, the version 1.
+/// `state` as format 1 wrote it: the version 1, without format 3's `indices.hash64`.
 fn as_format_1(state: &LoaderState) -> LoaderState {
-    let old = edited(state, "\"format_version\": 2", "\"format_version\": 1");
-    let old = LoaderState::from_json(&old).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&state.to_json()).unwrap();
+    value["format_version"] = 1.into();
+    let indices = value["indices"].as_object_mut().unwrap();
+    assert!(indices.remove("hash64").is_some());
+    let old = LoaderState::from_json(&value.to_string()).unwrap();
     assert_eq!(old.format_version(), 1);
     old
 }
@@ -501,7 +504,7 @@ fn format_1_states_resume_exactly_unless_they_consumed_an_old_quasi_random_deali
         let (b, rest) = resumed(builder(kind, world, true, KNOBS), as_format_1(&state));
         assert_eq!(rest, full[3..], "{kind:?}");
         // The resumed loader's states are written in this build's format.
-        assert_eq!(b.state().format_version(), 2);
+        assert_eq!(b.state().format_version(), ffcv::STATE_FORMAT_VERSION);
     }
 }
 
@@ -640,17 +643,23 @@ fn a_state_that_does_not_fit_is_refused_with_a_clear_error() {
         refusal(dist(OrderKind::Random).drop_last(false), state.clone()),
         format!("{prefix}the state was saved with drop_last true, this loader uses false")
     );
+    let hundred: Vec<u64> = (0..100).collect();
     let err = refusal(
-        dist(OrderKind::Random).indices((0..100).collect::<Vec<u64>>()),
+        dist(OrderKind::Random).indices(hundred.clone()),
         state.clone(),
     );
-    assert!(
-        err.starts_with(&format!(
-            "{prefix}the state was saved over other indices (150 ids, sha256 "
-        )),
-        "{err}"
+    let all: Vec<u64> = (0..SAMPLES).collect();
+    assert_eq!(
+        err,
+        format!(
+            "{prefix}the state was saved over another index set (150 ids, hash {:016x}); this \
+             loader's current set has 100 ids, hash {:016x} (build it with the set in use when \
+             the state was saved: the builder's indices, or the last set_indices before the \
+             state)",
+            ffcv::indices_hash(&all),
+            ffcv::indices_hash(&hundred)
+        )
     );
-    assert!(err.contains("this loader has 100 ids, sha256 "), "{err}");
 
     // Corrupt, truncated, newer, not in lockstep, beyond the epoch.
     let json = state.to_json();
@@ -671,14 +680,14 @@ fn a_state_that_does_not_fit_is_refused_with_a_clear_error() {
     );
     let newer = LoaderState::from_json(&edited(
         &state,
-        "\"format_version\": 2",
         "\"format_version\": 3",
+        "\"format_version\": 4",
     ))
     .unwrap_err()
     .to_string();
     assert_eq!(
         newer,
-        "loader state: format version 3 was written by a newer ffcv; this build reads versions up to 2"
+        "loader state: format version 4 was written by a newer ffcv; this build reads versions up to 3"
     );
     let skewed = edited(
         &state,

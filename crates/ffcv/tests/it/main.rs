@@ -1,10 +1,11 @@
 //! The facade's integration tests, one binary: each module is one behaviour of the Loader
 //! (orders, exactly-once epochs, decoding and transforms against FFCV 1.0.2's fixtures,
 //! errors that keep their cause, held batches, resume, shards, remote and disk caches,
-//! the GPU stage where a device is present).
+//! index sets changed between epochs, the GPU stage where a device is present).
 
 mod loader_support;
 
+mod changing_subsets;
 mod gpu_loader;
 mod loader_augment;
 mod loader_builder;
@@ -22,6 +23,7 @@ mod loader_fixtures;
 mod loader_held_batches;
 mod loader_hostile_images;
 mod loader_images;
+mod loader_next_timeout;
 mod loader_orders;
 mod loader_read_errors;
 mod loader_recompile;
@@ -34,4 +36,6 @@ mod loader_stats;
 mod loader_stress;
 mod loader_tracing;
 mod loader_transforms;
+mod loader_var_array;
+mod mixture;
 mod quasi_buffer_sizing;
