@@ -13,6 +13,7 @@
 mod datasets;
 mod jit;
 mod loader_matrix;
+mod mixture;
 mod page_cache;
 mod plot;
 mod reader;
@@ -206,6 +207,19 @@ fn run(args: &Args) -> Result<(), String> {
         let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
         progress(&format!("measuring {name}"));
         match resume::row(&dataset, loader_matrix::batch_size(recipe.label)) {
+            Ok(row) => rows.push(row),
+            Err(err) => progress(&format!("{name}: skipped: {err}")),
+        }
+    }
+    // loader/mixture/*: a 3-source mixture against one file, on the 3k data set.
+    for recipe in datasets::small() {
+        let name = mixture::row_name(recipe.label);
+        if recipe.label != "3k" || !filter.keeps(&name) {
+            continue;
+        }
+        let dataset = datasets::ensure(&out_dir, &recipe, &progress)?;
+        progress(&format!("measuring {name}"));
+        match mixture::row(&dataset, loader_matrix::batch_size(recipe.label)) {
             Ok(row) => rows.push(row),
             Err(err) => progress(&format!("{name}: skipped: {err}")),
         }

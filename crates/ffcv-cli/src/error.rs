@@ -58,6 +58,15 @@ pub enum CliError {
         reason: String,
     },
 
+    /// `ffcv write webdataset`: a shard cannot be read, or a record cannot be converted.
+    #[error("{path}: {reason}")]
+    WebDataset {
+        /// The shard.
+        path: PathBuf,
+        /// What is wrong (with the record's key where one is at fault).
+        reason: String,
+    },
+
     /// The loader (`ffcv dump --decoder`) could not be built or failed to decode a sample.
     #[error(transparent)]
     Loader(#[from] ffcv::Error),

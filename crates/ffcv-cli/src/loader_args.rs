@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
+
 use ffcv::{LoaderBuilder, Order};
 
 use crate::cache_args::CacheArgs;
@@ -22,12 +24,19 @@ use ffcv::transform_spec::FieldTransforms;
 pub struct LoaderArgs {
     /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
     /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
-    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted. Not given with
+    /// --mix.
+    #[arg(required_unless_present = "mix", default_value = "",
+          value_parser = OsStringValueParser::new().map(PathBuf::from))]
     pub file: PathBuf,
     /// More shards of the same dataset, after FILE (global sample ids run through the
     /// files in the order given).
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
+
+    /// A weighted mixture of datasets in place of FILE.
+    #[command(flatten)]
+    pub mix: crate::mix_args::MixArgs,
 
     /// Samples per batch, 1 to 2^20 (`ffcv doctor` keeps it fixed while measuring).
     #[arg(long, default_value_t = 512, value_parser = numeric_flags::batch_size::<usize>())]
@@ -121,10 +130,34 @@ impl LoaderArgs {
     /// handed to the builder. Errors: the dataset cannot be opened (from the facade), or a
     /// `--decoder`/`--transform` does not fit the file's fields (a usage error).
     pub fn builder(&self) -> Result<LoaderBuilder, CliError> {
-        let mut b = crate::dataset_args::builder(&self.file, &self.more)
+        self.builder_seeded(None)
+    }
+
+    /// As [`LoaderArgs::builder`], with the seed a `--mix` mixture takes when `--seed` is
+    /// not given (a resumed state's: the mixture's order is made before the state is
+    /// applied).
+    pub fn builder_seeded(&self, mix_seed: Option<u64>) -> Result<LoaderBuilder, CliError> {
+        let saturate = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let order = Order::from(traversal::OrderKind::from(self.order()));
+        self.mix.check_no_file(&self.file, &self.more)?;
+        let mixture = if self.mix.is_set() {
+            let world = self.distributed().map(|(w, r)| (saturate(w), saturate(r)));
+            let pages = self.cache.quasi_buffer_pages;
+            Some(
+                self.mix
+                    .open(order.clone(), self.seed.or(mix_seed), world, pages)?,
+            )
+        } else {
+            None
+        };
+        let mut b = match &mixture {
+            // The mixture decides the order, the seed and each rank's positions.
+            Some(m) => m.loader_builder(),
+            None => crate::dataset_args::builder(&self.file, &self.more).order(order),
+        };
+        b = b
             .batch_size(self.batch_size)
             .num_workers(self.num_workers.unwrap_or(-1))
-            .order(Order::from(traversal::OrderKind::from(self.order())))
             .os_cache(!self.no_os_cache)
             .batches_ahead(self.batches_ahead)
             .drop_last(!self.no_drop_last)
@@ -137,9 +170,13 @@ impl LoaderArgs {
         if let Some(seed) = self.seed {
             b = b.seed(seed);
         }
+        if let Some(m) = &mixture {
+            let reader = std::sync::Arc::clone(&m.dataset().reader);
+            return pipeline_args::apply(b, &reader, &self.decoders, &self.transforms)
+                .map_err(CliError::Usage);
+        }
         if let Some((world_size, rank)) = self.distributed() {
             // Saturated, so that a value past usize is the loader's error, not a wrap.
-            let saturate = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
             b = b
                 .distributed(true)
                 .world_size(saturate(world_size))

@@ -9,11 +9,15 @@ mod cache_args;
 mod commands;
 mod dataset_args;
 mod error;
+mod jpeg_passthrough;
 mod loader_args;
+mod mix_args;
 mod numeric_flags;
 mod pipeline_args;
 mod process_counters;
 mod state_file;
+mod webdataset;
+mod webdataset_fields;
 
 use std::error::Error as StdError;
 use std::io::ErrorKind;

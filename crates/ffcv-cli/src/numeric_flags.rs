@@ -47,6 +47,18 @@ where
     RangedU64ValueParser::new().range(1..=MAX_THREADS)
 }
 
+/// The most rows `ffcv write synthetic --var-rows` gives a sample (16 MiB of boxes).
+pub const MAX_VAR_ROWS: u64 = 1 << 20;
+
+/// `--var-rows`: 0 to [`MAX_VAR_ROWS`].
+pub fn var_rows<T>() -> RangedU64ValueParser<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: std::error::Error + Send + Sync + 'static,
+{
+    RangedU64ValueParser::new().range(0..=MAX_VAR_ROWS)
+}
+
 /// `--num-workers`: -1 (the CPUs this process may use) or 1 to [`MAX_THREADS`].
 pub fn num_workers(text: &str) -> Result<i64, String> {
     let value: i64 = text

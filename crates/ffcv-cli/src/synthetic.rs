@@ -7,6 +7,7 @@
 
 use beton_io::{
     ByteOrder, FieldSpec, FieldType, FieldValue, NdArrayArgs, NumpyDtype, NumpyKind, RgbImage,
+    VarArrayArgs,
 };
 
 /// What a synthetic dataset holds.
@@ -62,7 +63,15 @@ pub struct Spec {
     pub dtype: NumpyDtype,
     /// JPEG quality of `jpeg` samples (1..=100).
     pub jpeg_quality: u8,
+    /// When set, every kind gets one more field, [`VAR_ARRAY_FIELD`]: a `VarArrayField` of
+    /// float32 rows of 4 ([`VAR_ARRAY_INNER`]), `K` uniform in `0..=max` (a box list).
+    pub var_rows: Option<u64>,
 }
+
+/// The name of the variable-length field [`Spec::var_rows`] adds.
+pub const VAR_ARRAY_FIELD: &str = "boxes";
+/// The inner shape of [`VAR_ARRAY_FIELD`]'s float32 rows.
+pub const VAR_ARRAY_INNER: [u64; 1] = [4];
 
 impl Spec {
     /// A spec of `kind` with the defaults: seed 0, 4 KiB bytes, `<f4` arrays of shape `[3, 4]`,
@@ -84,11 +93,45 @@ impl Spec {
             shape,
             dtype: NumpyDtype::f32(),
             jpeg_quality: 90,
+            var_rows: None,
         }
+    }
+
+    /// The rows of sample `index`'s [`VAR_ARRAY_FIELD`] (empty without
+    /// [`Spec::var_rows`]): from a stream of its own, so the other fields' values are the
+    /// same with and without it. Elements are multiples of 1/256 in [-8, 8).
+    pub fn var_array(&self, index: u64) -> Vec<f32> {
+        let Some(max) = self.var_rows else {
+            return Vec::new();
+        };
+        let mut rng = SplitMix64::for_sample(self.seed ^ 0x5641_5252_4159_5321, index);
+        let rows = rng.below(max.saturating_add(1));
+        (0..rows * VAR_ARRAY_INNER[0])
+            .map(|_| float_value(rng.next_u64()) as f32)
+            .collect()
+    }
+
+    fn var_array_spec(&self) -> Result<Option<FieldSpec>, String> {
+        let Some(max) = self.var_rows else {
+            return Ok(None);
+        };
+        let args = VarArrayArgs::new(NumpyDtype::f32(), VAR_ARRAY_INNER.to_vec())?;
+        max.checked_mul(args.row_bytes().unwrap_or(u64::MAX))
+            .ok_or_else(|| format!("{max} rows of boxes overflow 64 bits"))?;
+        Ok(Some(FieldSpec::new(
+            VAR_ARRAY_FIELD,
+            FieldType::VarArray(args),
+        )))
     }
 
     /// The fields, in order; an error names the parameter a kind cannot use.
     pub fn fields(&self) -> Result<Vec<FieldSpec>, String> {
+        let mut fields = self.base_fields()?;
+        fields.extend(self.var_array_spec()?);
+        Ok(fields)
+    }
+
+    fn base_fields(&self) -> Result<Vec<FieldSpec>, String> {
         let index = FieldSpec::new("index", FieldType::Int);
         let label = FieldSpec::new("label", FieldType::Int);
         Ok(match self.kind {
@@ -142,6 +185,17 @@ impl Spec {
     /// that `fields` rejects gives empty arrays and images here). A sample allocates up to
     /// [`Spec::largest_sample_bytes`]: check that against the page size before writing.
     pub fn sample(&self, index: u64) -> Vec<FieldValue> {
+        let mut values = self.base_sample(index);
+        if self.var_rows.is_some() {
+            let rows = self.var_array(index);
+            values.push(FieldValue::NdArray(
+                rows.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ));
+        }
+        values
+    }
+
+    fn base_sample(&self, index: u64) -> Vec<FieldValue> {
         let mut rng = SplitMix64::for_sample(self.seed, index);
         let id = FieldValue::Int(index as i64);
         match self.kind {
@@ -222,6 +276,14 @@ impl Spec {
     /// overflows `u64`). A writer needs a page at least this large; checking it first keeps
     /// an oversized request from allocating a sample's worth of memory before failing.
     pub fn largest_sample_bytes(&self) -> Option<u64> {
+        let var = match self.var_rows {
+            Some(max) => max.checked_mul(4 * VAR_ARRAY_INNER[0])?,
+            None => 0,
+        };
+        self.base_largest_bytes()?.checked_add(var)
+    }
+
+    fn base_largest_bytes(&self) -> Option<u64> {
         match self.kind {
             Kind::Scalars => Some(0),
             Kind::Bytes => self.mean_size.checked_add(self.mean_size / 2),

@@ -229,9 +229,16 @@ fn h2d_seconds(before: &LoaderStats, after: &LoaderStats) -> f64 {
 }
 
 fn build(args: &BenchArgs) -> Result<Loader, Box<dyn std::error::Error + Send + Sync>> {
-    let mut b = args.loader.builder()?;
-    if let Some(path) = &args.resume {
-        b = b.resume(crate::state_file::read(path)?);
+    let state = match &args.resume {
+        Some(path) => Some(crate::state_file::read(path)?),
+        None => None,
+    };
+    // A mixture's order needs the seed before the loader exists: the state's, unless given.
+    let mut b = args
+        .loader
+        .builder_seeded(state.as_ref().map(|s| s.seed()))?;
+    if let Some(state) = state {
+        b = b.resume(state);
     }
     Ok(b.build()?)
 }

@@ -76,6 +76,12 @@ pub fn run(args: &DoctorArgs) -> Result<(), CliError> {
             "--rank {rank} must be below --world-size {world_size}"
         )));
     }
+    if args.loader.mix.is_set() {
+        // The doctor's facts (pages, page size, remote probe) are those of one dataset.
+        return Err(CliError::Usage(
+            "ffcv doctor measures one dataset; give FILE instead of --mix".into(),
+        ));
+    }
     let dataset = crate::dataset_args::open(&args.loader.file, &args.loader.more)?;
     let reader = std::sync::Arc::clone(&dataset.reader);
     // The source is probed, then dropped: each measured run opens its own.

@@ -8,3 +8,4 @@ pub mod order;
 pub mod write;
 pub mod write_images;
 pub mod write_output;
+pub mod write_webdataset;

@@ -30,6 +30,8 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
+
 use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, default_buffer_pages};
 
 use crate::error::CliError;
@@ -60,12 +62,21 @@ impl From<OrderChoice> for OrderKind {
 pub struct OrderArgs {
     /// The .beton file (a path, `file://`, `s3://` or `http(s)://` URL), or the first of
     /// several read as one dataset (shards); a glob pattern (`'data/train-*.beton'`) or an
-    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted.
+    /// `s3://` prefix (`s3://bucket/train-`) names every match, sorted. Not given with
+    /// --mix.
+    #[arg(required_unless_present = "mix", default_value = "",
+          value_parser = OsStringValueParser::new().map(PathBuf::from))]
     pub file: PathBuf,
     /// More shards of the same dataset, after FILE (global sample ids run through the
     /// files in the order given).
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
+
+    /// A weighted mixture of datasets in place of FILE: prints its order (global sample
+    /// ids, source after source; `docs/mixtures.md`). Not with --indices, --resume or
+    /// --schedule.
+    #[command(flatten)]
+    pub mix: crate::mix_args::MixArgs,
 
     /// The traversal order [default: sequential; with --resume, the saved run's].
     #[arg(long, value_enum)]
@@ -261,6 +272,33 @@ fn sized_buffer(
     Ok(sizing.buffer_pages)
 }
 
+/// The order of `--mix` on this rank: the mixture's, seed 0 unless given.
+fn compute_mixture(args: &OrderArgs) -> Result<Computed, Box<dyn std::error::Error + Send + Sync>> {
+    if args.indices.is_some() || args.resume.is_some() || args.schedule {
+        return Err(CliError::Usage(
+            "--mix cannot be combined with --indices, --resume or --schedule".into(),
+        )
+        .into());
+    }
+    args.mix.check_no_file(&args.file, &args.more)?;
+    let saturate = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let world = args
+        .world_size
+        .zip(args.rank)
+        .map(|(w, r)| (saturate(w), saturate(r)));
+    let kind: OrderKind = args.order.map_or(OrderKind::Sequential, Into::into);
+    let seed = Some(args.seed.unwrap_or(0));
+    let mixture = args.mix.open(kind.into(), seed, world, args.buffer_pages)?;
+    let order = traversal::TraversalOrder::order(mixture.order().as_ref(), args.epoch);
+    let batch_size = saturate(args.batch_size.unwrap_or(512));
+    Ok((
+        order,
+        std::sync::Arc::clone(&mixture.dataset().reader),
+        batch_size,
+        None,
+    ))
+}
+
 /// The order `args` describe (the sample ids of the epoch on this rank), the reader it
 /// was computed over, its batch size and QuasiRandom's buffer (`None` for the other
 /// orders).
@@ -273,6 +311,9 @@ type Computed = (
 
 /// Computes the order `args` describe, with what `--schedule` needs to cost it.
 pub fn compute(args: &OrderArgs) -> Result<Computed, Box<dyn std::error::Error + Send + Sync>> {
+    if args.mix.is_set() {
+        return compute_mixture(args);
+    }
     let reader = crate::dataset_args::open(&args.file, &args.more)
         .map_err(CliError::from)?
         .reader;

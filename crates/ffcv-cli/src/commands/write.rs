@@ -1,5 +1,6 @@
 //! `ffcv write synthetic OUT --kind KIND --samples N`: build .beton files, as one file or
-//! (`--shards N`, shared with `write image-folder`) as N files written in parallel.
+//! (`--shards N`, shared with `write image-folder` and `write webdataset`) as N files
+//! written in parallel, or only one of the N (`--shard-index I`).
 
 use std::path::PathBuf;
 
@@ -23,6 +24,8 @@ enum WriteSource {
     Synthetic(SyntheticArgs),
     /// Write an image folder (one subfolder per class; label = sorted class index).
     ImageFolder(super::write_images::ImageFolderArgs),
+    /// Write WebDataset tar shards (records grouped by key, extensions mapped to fields).
+    Webdataset(super::write_webdataset::WebDatasetArgs),
 }
 
 /// Arguments of `ffcv write synthetic`.
@@ -55,6 +58,10 @@ pub struct SyntheticArgs {
     /// e.g. `f4`, `<f4`, `uint8`, `|u1`, `>i8`, `float16`, `bool`, `?`).
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Any kind: add a `boxes` field, a variable-length array of float32 rows of 4 with
+    /// 0 to N rows per sample (N at most 1048576; deterministic from the seed and the sample).
+    #[arg(long, value_name = "N", value_parser = crate::numeric_flags::var_rows::<u64>())]
+    pub var_rows: Option<u64>,
     /// Options of `--kind jpeg` and `--kind photos`.
     #[command(flatten)]
     pub jpeg: super::write_images::SyntheticJpegArgs,
@@ -68,6 +75,7 @@ pub fn run(args: &WriteArgs) -> Result<()> {
     match &args.source {
         WriteSource::Synthetic(args) => synthetic(args),
         WriteSource::ImageFolder(args) => super::write_images::image_folder(args),
+        WriteSource::Webdataset(args) => super::write_webdataset::run(args),
     }
 }
 
@@ -75,21 +83,21 @@ fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let spec = spec(args)?;
     let fields = spec.fields().map_err(CliError::Usage)?;
     // The page size is validated first (by the writer), then checked against the samples.
-    let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
+    let mut writer = DatasetWriter::new(args.shards.writer_path(&args.out), fields)?
+        .with_page_size(args.page_size)?;
     check_fits(&spec, args.page_size)?;
     args.shards.check(args.samples, "samples")?;
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers);
     }
-    let bar = progress_bar(args.samples, "samples");
+    let part = args.shards.samples(args.samples);
+    let bar = progress_bar(part.end - part.start, "samples");
     let shards = {
         let bar = bar.clone();
-        writer
-            .with_progress(move |done| bar.set_position(done))
-            .write_shards(
-                &from_fn(args.samples, |i| Ok(spec.sample(i))),
-                args.shards.count,
-            )
+        args.shards.write(
+            &writer.with_progress(move |done| bar.set_position(done)),
+            &from_fn(args.samples, |i| Ok(spec.sample(i))),
+        )
     };
     bar.finish_and_clear();
     let shards = shards?;
@@ -134,6 +142,7 @@ fn spec(args: &SyntheticArgs) -> Result<Spec> {
         spec.dtype = NumpyDtype::from_numpy_name(dtype)
             .map_err(|err| CliError::Usage(format!("--dtype {dtype}: {err}")))?;
     }
+    spec.var_rows = args.var_rows;
     args.jpeg.apply(&mut spec)?;
     Ok(spec)
 }

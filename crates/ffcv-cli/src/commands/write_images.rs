@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
-use ffcv::image::{FolderError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
+use ffcv::image::{FolderError, ImageError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
 
 use super::write_output::{ShardsArg, print_shards, progress_bar, written};
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
+use crate::jpeg_passthrough::{ImageStore, StoreError};
 
 /// FFCV's `write_mode` on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +41,29 @@ pub struct ImageFolderArgs {
     pub src: PathBuf,
     /// The .beton file to write.
     pub out: PathBuf,
+    /// The image options.
+    #[command(flatten)]
+    pub image: ImageOptions,
+    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
+    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
+    pub page_size: u64,
+    /// Writer threads, 1 to 1024 (default: the CPUs available).
+    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
+    pub workers: Option<usize>,
+    /// Skip files that cannot be decoded (corrupt, truncated, not an image) instead of
+    /// failing: every image is decoded once more beforehand to find them; they are listed at
+    /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
+    #[arg(long)]
+    pub skip_unreadable: bool,
+    /// Write N files in parallel instead of one.
+    #[command(flatten)]
+    pub shards: ShardsArg,
+}
+
+/// How images are stored: FFCV's `RGBImageField` options (`ffcv write image-folder`,
+/// `ffcv write webdataset`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImageOptions {
     /// How images are stored.
     #[arg(long, value_enum, default_value = "raw")]
     pub write_mode: WriteModeArg,
@@ -60,20 +84,12 @@ pub struct ImageFolderArgs {
     /// same seed writes the same file; the Python writer (`ffcv_rs`) writes with seed 0.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
-    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
-    pub page_size: u64,
-    /// Writer threads, 1 to 1024 (default: the CPUs available).
-    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
-    pub workers: Option<usize>,
-    /// Skip files that cannot be decoded (corrupt, truncated, not an image) instead of
-    /// failing: every image is decoded once more beforehand to find them; they are listed at
-    /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
+    /// Store a source JPEG's bytes unchanged (no decode, no re-encode) when the write mode
+    /// would store it as JPEG, it fits --max-resolution, and the loader's fast decoder
+    /// takes it (baseline, 8-bit, gray or 3 components sampled 4:4:4, 4:2:2, 4:4:0 or
+    /// 4:2:0); other images are decoded and encoded as without it.
     #[arg(long)]
-    pub skip_unreadable: bool,
-    /// Write N files in parallel instead of one.
-    #[command(flatten)]
-    pub shards: ShardsArg,
+    pub jpeg_passthrough: bool,
 }
 
 /// Options of `ffcv write synthetic` that only `--kind jpeg` uses.
@@ -137,13 +153,14 @@ fn folder_error(err: FolderError) -> CliError {
 }
 
 /// Where the skip report of `out` goes: `OUT.skipped.json`.
-fn report_path(out: &Path) -> PathBuf {
+pub fn report_path(out: &Path) -> PathBuf {
     let mut name = out.as_os_str().to_owned();
     name.push(".skipped.json");
     PathBuf::from(name)
 }
 
-fn encoder(args: &ImageFolderArgs) -> Result<RgbImageEncoder> {
+/// The encoder the options describe (a usage error when they do not fit together).
+pub fn encoder(args: &ImageOptions) -> Result<RgbImageEncoder> {
     let write_mode = match args.write_mode {
         WriteModeArg::Raw => WriteMode::Raw,
         WriteModeArg::Jpg => WriteMode::Jpg,
@@ -174,9 +191,35 @@ fn encoder(args: &ImageFolderArgs) -> Result<RgbImageEncoder> {
     })
 }
 
+/// The image store the options describe: [`encoder`] with `--seed` and
+/// `--jpeg-passthrough` (a usage error with `--write-mode raw`, which stores no JPEG).
+pub fn image_store(args: &ImageOptions) -> Result<ImageStore> {
+    if args.jpeg_passthrough && args.write_mode == WriteModeArg::Raw {
+        return Err(CliError::Usage(
+            "--jpeg-passthrough applies to --write-mode jpg, smart or proportion (raw stores \
+             no JPEG)"
+                .into(),
+        ));
+    }
+    Ok(ImageStore::new(
+        encoder(args)?,
+        args.seed,
+        args.jpeg_passthrough,
+    ))
+}
+
+/// `" (N stored unchanged)"` with `--jpeg-passthrough`, else nothing.
+pub fn passed_note(store: &ImageStore) -> String {
+    if store.passthrough {
+        format!(" ({} stored unchanged)", store.passed_through())
+    } else {
+        String::new()
+    }
+}
+
 /// Runs `ffcv write image-folder`.
 pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
-    let encoder = encoder(args)?;
+    let store = image_store(&args.image)?;
     let mut folder = ImageFolder::scan(&args.src).map_err(folder_error)?;
     if args.skip_unreadable {
         folder
@@ -187,7 +230,8 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         FieldSpec::new("image", FieldType::RgbImage),
         FieldSpec::new("label", FieldType::Int),
     ];
-    let mut writer = DatasetWriter::new(&args.out, fields)?.with_page_size(args.page_size)?;
+    let mut writer = DatasetWriter::new(args.shards.writer_path(&args.out), fields)?
+        .with_page_size(args.page_size)?;
     if let Some(workers) = args.workers {
         writer = writer.with_num_workers(workers.max(1));
     }
@@ -195,38 +239,52 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     let images = folder.images();
     let n = images.len() as u64;
     args.shards.check(n, "images")?;
-    let bar = progress_bar(n, "images");
+    let part = args.shards.samples(n);
+    let bar = progress_bar(part.end - part.start, "images");
     let shards = {
         let bar = bar.clone();
         let source = from_fn(n, |i| {
             let entry = &images[i as usize];
-            let image = folder.read(i as usize)?;
+            let file = |source| ImageError::File {
+                path: entry.path.clone(),
+                source: Box::new(source),
+            };
+            let bytes = std::fs::read(&entry.path).map_err(|source| ImageError::Io {
+                path: entry.path.clone(),
+                source,
+            })?;
             // The writers' one seeding rule (`ffcv::image::sample_generator`), which the
             // Python writer follows too: the same folder gives the same file.
-            let encoded = encoder
-                .encode_sample(&image, args.seed, i)
-                .map_err(|err| format!("{}: cannot encode: {err}", entry.path.display()))?;
+            let encoded = store.store(&bytes, i).map_err(|err| match err {
+                StoreError::Decode(err) => file(err).to_string(),
+                StoreError::Encode(err) => {
+                    format!("{}: cannot encode: {err}", entry.path.display())
+                }
+            })?;
             match encoded.mode {
                 ImageMode::Raw => raw.fetch_add(1, Ordering::Relaxed),
                 ImageMode::Jpeg => jpg.fetch_add(1, Ordering::Relaxed),
             };
             Ok(vec![encoded.into(), FieldValue::Int(entry.label)])
         });
-        writer
-            .with_progress(move |done| bar.set_position(done))
-            .write_shards(&source, args.shards.count)
+        args.shards.write(
+            &writer.with_progress(move |done| bar.set_position(done)),
+            &source,
+        )
     };
     bar.finish_and_clear();
     let shards = shards?;
     let (summary, name) = written(&shards);
     let classes = folder.classes();
     println!(
-        "wrote {name}: {} images in {} classes ({}), {} raw + {} jpg, {} data pages, {} bytes",
+        "wrote {name}: {} images in {} classes ({}), {} raw + {} jpg{}, {} data pages, {} \
+         bytes",
         summary.num_samples,
         classes.len(),
         classes.join(", "),
         raw.load(Ordering::Relaxed),
         jpg.load(Ordering::Relaxed),
+        passed_note(&store),
         summary.num_pages,
         summary.file_size
     );
@@ -241,7 +299,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         for u in skipped {
             println!("  {}: {}", u.path.display(), u.error);
         }
-        let report = report_path(&args.out);
+        let report = report_path(&args.shards.writer_path(&args.out));
         std::fs::write(&report, folder.report_json()).map_err(|err| CliError::ImageFolder {
             path: report.clone(),
             reason: format!("cannot write the skip report: {err}"),

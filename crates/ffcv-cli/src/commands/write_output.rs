@@ -1,9 +1,15 @@
-//! What both sources of `ffcv write` (`synthetic`, `image-folder`) share about their
-//! output: the `--shards N` flag, the progress bar, and the summary of the files written.
+//! What the sources of `ffcv write` (`synthetic`, `image-folder`, `webdataset`) share
+//! about their output: the `--shards N` and `--shard-index I` flags, the progress bar, and
+//! the summary of the files written.
 
 use std::io::IsTerminal;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
-use beton_io::{ShardWritten, WriteSummary};
+use beton_io::{
+    DatasetWriter, FieldValue, SampleSource, ShardWritten, SourceError, WriteSummary, shard_path,
+    shard_ranges,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::error::{CliError, Result};
@@ -19,18 +25,99 @@ pub struct ShardsArg {
     #[arg(long = "shards", value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
+    /// Write only shard I (from 0) of the N of --shards, under its name in the set
+    /// (`train-0000I-of-0000N.beton`): the same samples as shard I of a write of all N, so
+    /// N processes given I = 0 … N-1 (a job array) write the whole set between them. Its
+    /// bytes are those of the all-N write's shard I when both write the shard with one
+    /// thread (--workers 1 here; N at least --workers there); with more threads it holds
+    /// the same samples in the same order, pages laid out by whichever thread was first.
+    #[arg(long = "shard-index", value_name = "I",
+          value_parser = clap::value_parser!(u64))]
+    pub index: Option<u64>,
 }
 
 impl ShardsArg {
-    /// Refuses more shards than samples (a usage error: every shard holds a sample).
+    /// Refuses a --shard-index not below --shards, and more shards than samples (usage
+    /// errors: every shard holds a sample).
     pub(crate) fn check(self, samples: u64, unit: &str) -> Result<()> {
+        if let Some(index) = self.index
+            && index >= self.count
+        {
+            return Err(CliError::Usage(format!(
+                "--shard-index {index} is not below --shards {} (shards are numbered from 0)",
+                self.count
+            )));
+        }
         if self.count > 1 && self.count > samples {
             return Err(CliError::Usage(format!(
-                "--shards {} is more than the {samples} {unit} to write (every shard holds at                  least one)",
+                "--shards {} is more than the {samples} {unit} to write (every shard holds at \
+                 least one)",
                 self.count
             )));
         }
         Ok(())
+    }
+
+    /// The file a writer is made for: shard I's name with --shard-index (when N > 1),
+    /// OUT otherwise ([`ShardsArg::write`] then names the shards after it).
+    pub(crate) fn writer_path(self, out: &Path) -> PathBuf {
+        match self.index {
+            Some(index) if self.count > 1 => shard_path(out, index, self.count),
+            _ => out.to_path_buf(),
+        }
+    }
+
+    /// The source's samples this run writes: all of them, or shard I's block.
+    pub(crate) fn samples(self, num_samples: u64) -> Range<u64> {
+        match self.index {
+            Some(index) if self.count > 1 => shard_ranges(num_samples, self.count)
+                .get(index as usize)
+                .cloned()
+                .unwrap_or(0..0),
+            _ => 0..num_samples,
+        }
+    }
+
+    /// Writes `source` with `writer` (made for [`ShardsArg::writer_path`]): all N shards,
+    /// or with --shard-index only shard I, the I-th contiguous block of
+    /// [`beton_io::shard_ranges`], exactly the samples of shard I of the all-N write.
+    pub(crate) fn write<S: SampleSource + ?Sized>(
+        self,
+        writer: &DatasetWriter,
+        source: &S,
+    ) -> beton_io::Result<Vec<ShardWritten>> {
+        match self.index {
+            Some(_) if self.count > 1 => {
+                let samples = self.samples(source.num_samples());
+                let part = Part {
+                    inner: source,
+                    samples: samples.clone(),
+                };
+                let summary = writer.write(&part)?;
+                Ok(vec![ShardWritten {
+                    path: writer.path().to_path_buf(),
+                    samples,
+                    summary,
+                }])
+            }
+            _ => writer.write_shards(source, self.count),
+        }
+    }
+}
+
+/// A block of a source's samples as a source of their own.
+struct Part<'a, S: ?Sized> {
+    inner: &'a S,
+    samples: Range<u64>,
+}
+
+impl<S: SampleSource + ?Sized> SampleSource for Part<'_, S> {
+    fn num_samples(&self) -> u64 {
+        self.samples.end - self.samples.start
+    }
+
+    fn sample(&self, index: u64) -> std::result::Result<Vec<FieldValue>, SourceError> {
+        self.inner.sample(self.samples.start + index)
     }
 }
 

@@ -71,6 +71,23 @@ fn image_folder(dir: &Path) -> PathBuf {
     root
 }
 
+/// A WebDataset shard of one record: `k.png` (the folder's PNG) and `k.cls`.
+fn webdataset_shard(dir: &Path, folder: &Path) -> PathBuf {
+    let png = std::fs::read(folder.join("cat").join("1.png")).unwrap();
+    let path = dir.join("shard.tar");
+    let mut builder = tar::Builder::new(std::fs::File::create(&path).unwrap());
+    for (name, bytes) in [("k.png", png), ("k.cls", b"1".to_vec())] {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        builder
+            .append_data(&mut header, name, bytes.as_slice())
+            .unwrap();
+    }
+    builder.finish().unwrap();
+    path
+}
+
 fn check(row: &Row<'_>, failures: &mut Vec<String>) {
     for extreme in EXTREMES {
         let expected = row
@@ -128,6 +145,8 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
     let state = dir.path().join("state.json");
     let state = state.to_str().unwrap();
     let folder = image_folder(dir.path());
+    let shard = webdataset_shard(dir.path(), &folder);
+    let shard = shard.to_str().unwrap();
     let folder = folder.to_str().unwrap();
     let pages = dir.path().join("pages");
     let pages = pages.to_str().unwrap();
@@ -135,6 +154,7 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
     let ok_zero_and_max: &[(&str, i32)] = &[("0", 0), (MAX, 0)];
     let dump = ["dump", scalars, "--count", "2"];
     let order = ["order", scalars];
+    let mix = format!("{scalars}:1");
     let bench = [
         "bench",
         scalars,
@@ -220,6 +240,26 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         "--samples",
         "2",
     ];
+    let synthetic_sharded = [
+        "write",
+        "synthetic",
+        out,
+        "--kind",
+        "scalars",
+        "--samples",
+        "4",
+        "--shards",
+        "2",
+    ];
+    let webdataset = ["write", "webdataset", shard, out];
+    let webdataset_proportion = [
+        "write",
+        "webdataset",
+        shard,
+        out,
+        "--write-mode",
+        "proportion",
+    ];
     let folder_raw = ["write", "image-folder", folder, out];
     let folder_smart = [
         "write",
@@ -302,6 +342,12 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
             ok_zero_and_max,
         ),
         row(&order, "--batch-size", "{}", &[]),
+        row(
+            &["order", "--mix", &mix],
+            "--mix-samples-per-epoch",
+            "{}",
+            &[(MAX, 1)],
+        ),
         row(
             &["order", arrays, "--order", "quasi-random"],
             "--buffer-pages",
@@ -414,8 +460,11 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&synthetic, "--seed", "{}", ok_zero_and_max),
         row(&synthetic, "--page-size", "{}", &[("0", 1), (MAX, 1)]),
         row(&synthetic, "--workers", "{}", &[]),
+        row(&synthetic, "--var-rows", "{}", &[("0", 0)]),
         // 0 and more shards than the 4 samples are usage errors.
         row(&synthetic, "--shards", "{}", &[]),
+        // Shard 0 of 2 is written; every other index is not below --shards.
+        row(&synthetic_sharded, "--shard-index", "{}", &[("0", 0)]),
         row(&bytes, "--size", "{}", &[("0", 0)]),
         // A trailing 0 is refused by the writer: FFCV drops it when reading.
         row(&ndarray, "--shape", "{}", &[("0", 1)]),
@@ -438,6 +487,20 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&folder_raw, "--page-size", "{}", &[("0", 1), (MAX, 1)]),
         row(&folder_raw, "--workers", "{}", &[]),
         row(&folder_raw, "--shards", "{}", &[]),
+        // write webdataset
+        row(&webdataset, "--max-resolution", "{}", &[]),
+        row(&webdataset, "--jpeg-quality", "{}", &[]),
+        row(
+            &webdataset_proportion,
+            "--compress-probability",
+            "{}",
+            &[("0", 0)],
+        ),
+        row(&webdataset_proportion, "--seed", "{}", ok_zero_and_max),
+        row(&webdataset, "--page-size", "{}", &[("0", 1), (MAX, 1)]),
+        row(&webdataset, "--workers", "{}", &[]),
+        row(&webdataset, "--shards", "{}", &[]),
+        row(&webdataset, "--shard-index", "{}", &[("0", 0)]),
     ];
     let mut failures = Vec::new();
     for row in &rows {
