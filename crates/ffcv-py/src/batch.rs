@@ -222,7 +222,18 @@ impl OutputView {
         self.batch.epoch()
     }
 
-    /// Per-sample lengths of a bytes or JSON output (a `u64` view), else `None`.
+    /// Whether the output holds variable-length arrays padded to `K_max` rows (a
+    /// `VarArrayDecoder`'s), whose `lengths` are each sample's rows.
+    #[getter]
+    fn padded_rows(&self) -> bool {
+        self.batch
+            .outputs()
+            .iter()
+            .any(|o| o.name == self.name && o.kind == ffcv::OutputKind::Rows)
+    }
+
+    /// Per-sample lengths of a bytes or JSON output, or the rows of a padded-rows output
+    /// (a `u64` view), else `None`.
     fn lengths(&self) -> Option<OutputView> {
         let i = self
             .batch

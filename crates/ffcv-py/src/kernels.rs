@@ -15,12 +15,16 @@ use ffcv::jit::{BatchBuffers, Executor, Options, Pipeline, State};
 use pyo3::prelude::*;
 
 use crate::errors;
+use crate::fork::{ForkSafe, Origin};
 use crate::spec::{self, Op};
 
 /// Built-in transforms over batches of one state (see the module documentation).
 #[pyclass(frozen, module = "ffcv_rs._native", name = "BatchTransforms")]
 pub struct BatchTransforms {
-    executor: Executor,
+    /// Its rayon pool's threads are this process's: a forked child neither runs nor
+    /// drops it ([`crate::fork`]).
+    executor: ForkSafe<Executor>,
+    origin: Origin,
     names: Vec<String>,
 }
 
@@ -52,7 +56,11 @@ impl BatchTransforms {
         let executor = py
             .detach(|| Executor::new(&pipeline, &options))
             .map_err(|e| errors::config(py, format!("{}: {e}", names.join(", "))))?;
-        Ok(BatchTransforms { executor, names })
+        Ok(BatchTransforms {
+            executor: ForkSafe::new(executor),
+            origin: Origin::here(),
+            names,
+        })
     }
 
     /// One sample's output shape.
@@ -82,6 +90,7 @@ impl BatchTransforms {
         seed: u64,
         epoch: u64,
     ) -> PyResult<()> {
+        self.origin.check(py, "loader's BatchTransforms")?;
         let plan = self.executor.plan();
         let n = sample_ids.len();
         if input_len != n * plan.input_bytes() || output_len != n * plan.output_bytes() {

@@ -19,6 +19,10 @@
 //! - [`capi`] exports `ffcv_rs.libffcv`'s C functions (FFCV's `memcpy`, `imdecode`,
 //!   `resize_crop`), called through `ctypes` and from numba-compiled code.
 //! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
+//! - [`fork`] keeps objects that own threads from being used, or dropped, in a process
+//!   forked from the one that built them.
+//! - [`mixture`] opens a weighted mixture of datasets (`Loader([...], weights=[...])`)
+//!   for the loader.
 //!
 //! FFCV's API itself (`Loader`, `OrderOption`, fields, decoders, transforms,
 //! `DatasetWriter`) is Python code in `python/ffcv_rs/`, which also converts outputs to
@@ -30,9 +34,11 @@ pub mod cuda;
 pub mod dlpack;
 pub mod errors;
 pub mod file;
+pub mod fork;
 pub mod image;
 pub mod kernels;
 pub mod loader;
+pub mod mixture;
 pub mod sample_ids;
 pub mod spec;
 pub mod writer;
@@ -40,7 +46,13 @@ pub mod writer;
 use pyo3::prelude::*;
 
 /// The `ffcv_rs._native` module.
-#[pymodule(name = "_native")]
+///
+/// Declared free of the GIL (pyo3's default since 0.28, stated here because it was
+/// checked): every class is `frozen` and `Sync` (pyo3 refuses a class that is not), the
+/// loader's state is behind its own mutexes, none taken while waiting for the GIL, the
+/// JPEG codecs of [`capi`] are per thread, and no Rust type of the package implements
+/// `Send` or `Sync` by hand. `docs/python.md` says which free-threaded builds were tried.
+#[pymodule(name = "_native", gil_used = false)]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<batch::OutputView>()?;

@@ -1,12 +1,21 @@
 //! `_native.Loader`: the facade's [`ffcv::Loader`] behind a lock, with at most one running
 //! epoch. `ffcv_rs/loader.py` wraps it in FFCV's `Loader` signature.
 //!
-//! Waiting for a batch happens with the GIL released. A pending `KeyboardInterrupt` (or
-//! any signal handler's exception) is raised as soon as the wait returns: the epoch is
-//! stopped first, which joins its producer and page readers, so the loader is usable again.
+//! Waiting for a batch happens with the GIL released, in slices of [`WAIT_SLICE`]: between
+//! two slices the GIL is taken back to run Python's signal handlers, so a
+//! `KeyboardInterrupt` (or any handler's exception) is raised within a slice even when the
+//! producer is stalled (a remote read that gets no answer). The epoch is stopped first: its
+//! producer is told to stop and joined if it ends within [`STOP_GRACE`]; one that is still
+//! inside a read is kept aside and joined before the next epoch starts, so the loader
+//! stays usable and two epochs never share its state.
+//!
+//! Used in a process forked from the one that built it, every method raises an
+//! `FFCVError` naming the fix ([`crate::fork`]); the threads it would wait on are the
+//! parent's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use ffcv::format::{FieldType, ReaderOptions};
 use ffcv::{DecoderChoice, EpochIter, Loader, Order};
@@ -15,7 +24,20 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::{OutputView, views};
 use crate::errors;
+use crate::fork::{ForkSafe, Origin};
+use crate::mixture::MixtureArgs;
 use crate::spec::{self, Op};
+
+/// How long one wait for a batch lasts before signals are looked at: the bound on how late
+/// a Ctrl-C is raised while no batch comes.
+const WAIT_SLICE: Duration = Duration::from_millis(10);
+
+/// How long an interrupted epoch's producer is given to end before the interrupt is
+/// raised anyway (then it is joined before the next epoch starts).
+const STOP_GRACE: Duration = Duration::from_millis(20);
+
+/// One output as `outputs()` describes it: name, row shape, typestr, kind.
+type OutputRow = (String, Vec<usize>, String, String);
 
 /// The running epoch: its id (so a stale Python iterator cannot stop a newer epoch) and
 /// the facade iterator.
@@ -45,8 +67,13 @@ impl ffcv::traversal::TraversalOrder for PushedOrder {
 /// The native loader. Build it through `ffcv_rs.loader.Loader`.
 #[pyclass(frozen, module = "ffcv_rs._native", name = "Loader")]
 pub struct NativeLoader {
-    loader: Mutex<Loader>,
-    running: Mutex<Option<Running>>,
+    loader: ForkSafe<Mutex<Loader>>,
+    running: ForkSafe<Mutex<Option<Running>>>,
+    /// Epochs stopped by a signal whose producer was still inside a step (a page read in
+    /// flight): joined before the next epoch starts.
+    retired: ForkSafe<Mutex<Vec<EpochIter<'static>>>>,
+    /// The process that built the loader (its threads are this process's).
+    origin: Origin,
     /// Ids handed out by `start_epoch`.
     epochs_started: Mutex<u64>,
     /// The orders of a Python `TraversalOrder` (order `"CUSTOM"`), else `None`.
@@ -84,7 +111,7 @@ impl NativeLoader {
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
         prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
         cuda_device=None, page_cache_dir=None, page_cache_size=None, custom_order=None,
-        custom_fields=None
+        custom_fields=None, mixture=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -117,6 +144,7 @@ impl NativeLoader {
         page_cache_size: Option<u64>,
         custom_order: Option<Vec<u64>>,
         custom_fields: Option<HashMap<String, (u64, u64)>>,
+        mixture: Option<MixtureArgs>,
     ) -> PyResult<NativeLoader> {
         let mut pushed = None;
         let order = match order {
@@ -139,11 +167,32 @@ impl NativeLoader {
         };
         // Opened here (once: the builder takes it) to see the fields' types.
         let options = reader_options(custom_fields);
-        let dataset = py
-            .detach(|| {
-                ffcv::Dataset::open_shards_with(&paths, &options, &ffcv::RemoteConfig::default())
-            })
-            .map_err(|e| errors::from_ffcv(py, e))?;
+        // A mixture (`weights=`): its sources opened as one dataset, run by its own order.
+        let mixture = match mixture {
+            Some(m) => {
+                let spec = m.spec(
+                    &order,
+                    seed,
+                    resume.as_deref(),
+                    (distributed, rank, world_size),
+                );
+                let opened = spec.and_then(|spec| py.detach(|| spec.open()));
+                Some(opened.map_err(|e| errors::from_ffcv(py, e))?)
+            }
+            None => None,
+        };
+        let dataset = match &mixture {
+            Some(m) => m.dataset().clone(),
+            None => py
+                .detach(|| {
+                    ffcv::Dataset::open_shards_with(
+                        &paths,
+                        &options,
+                        &ffcv::RemoteConfig::default(),
+                    )
+                })
+                .map_err(|e| errors::from_ffcv(py, e))?,
+        };
         let reader = std::sync::Arc::clone(&dataset.reader);
         let mut b = Loader::builder(reader.path())
             .dataset(dataset)
@@ -163,6 +212,9 @@ impl NativeLoader {
             .hold_all_pages(hold_all_pages);
         if let Some(s) = seed {
             b = b.seed(s);
+        }
+        if let Some(m) = &mixture {
+            b = crate::mixture::apply(m, b);
         }
         if let Some(i) = indices {
             b = b.indices(i);
@@ -214,8 +266,10 @@ impl NativeLoader {
             .detach(|| b.build())
             .map_err(|e| errors::from_ffcv(py, e))?;
         Ok(NativeLoader {
-            loader: Mutex::new(loader),
-            running: Mutex::new(None),
+            loader: ForkSafe::new(Mutex::new(loader)),
+            running: ForkSafe::new(Mutex::new(None)),
+            retired: ForkSafe::new(Mutex::new(Vec::new())),
+            origin: Origin::here(),
             epochs_started: Mutex::new(0),
             pushed,
         })
@@ -223,6 +277,7 @@ impl NativeLoader {
 
     /// Hands over a Python `TraversalOrder`'s order for `epoch` (order `"CUSTOM"` only).
     fn push_order(&self, py: Python<'_>, epoch: u64, ids: Vec<u64>) -> PyResult<()> {
+        self.here(py)?;
         let Some(p) = &self.pushed else {
             return Err(errors::config(
                 py,
@@ -238,43 +293,51 @@ impl NativeLoader {
     }
 
     /// Batches per epoch.
-    fn __len__(&self) -> usize {
-        lock(&self.loader).len()
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.here(py)?;
+        Ok(lock(&self.loader).len())
     }
 
     /// The seed in use (given, or drawn when the loader was built).
     #[getter]
-    fn seed(&self) -> u64 {
-        lock(&self.loader).seed()
+    fn seed(&self, py: Python<'_>) -> PyResult<u64> {
+        self.here(py)?;
+        Ok(lock(&self.loader).seed())
     }
 
     /// Samples per batch.
     #[getter]
-    fn batch_size(&self) -> usize {
-        lock(&self.loader).batch_size()
+    fn batch_size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.here(py)?;
+        Ok(lock(&self.loader).batch_size())
     }
 
     /// Worker threads.
     #[getter]
-    fn num_workers(&self) -> usize {
-        lock(&self.loader).num_workers()
+    fn num_workers(&self, py: Python<'_>) -> PyResult<usize> {
+        self.here(py)?;
+        Ok(lock(&self.loader).num_workers())
     }
 
     /// The epoch the next `start_epoch` runs.
     #[getter]
-    fn get_next_epoch(&self) -> u64 {
-        lock(&self.loader).next_epoch()
+    fn get_next_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        self.here(py)?;
+        Ok(lock(&self.loader).next_epoch())
     }
 
     /// Sets the epoch the next `start_epoch` runs.
     #[setter]
-    fn set_next_epoch(&self, epoch: u64) {
+    fn set_next_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        self.here(py)?;
         lock(&self.loader).set_next_epoch(epoch);
+        Ok(())
     }
 
     /// `[(name, row shape, typestr, kind)]` of each output, in the order batches hold them.
-    fn outputs(&self) -> Vec<(String, Vec<usize>, String, String)> {
-        lock(&self.loader)
+    fn outputs(&self, py: Python<'_>) -> PyResult<Vec<OutputRow>> {
+        self.here(py)?;
+        Ok(lock(&self.loader)
             .outputs()
             .iter()
             .map(|o| {
@@ -285,30 +348,35 @@ impl NativeLoader {
                     format!("{:?}", o.kind).to_lowercase(),
                 )
             })
-            .collect()
+            .collect())
     }
 
     /// The sample order of `epoch`, as the loader visits it (this rank's share).
-    fn order(&self, py: Python<'_>, epoch: u64) -> Vec<u64> {
+    fn order(&self, py: Python<'_>, epoch: u64) -> PyResult<Vec<u64>> {
+        self.here(py)?;
         // The lock is taken and released without the GIL (see `stats`).
-        py.detach(|| lock(&self.loader).order(epoch))
+        Ok(py.detach(|| lock(&self.loader).order(epoch)))
     }
 
     /// Stops any running epoch (joining its threads), then starts the next one; returns its
     /// id for `next_batch` and `stop_epoch`.
-    fn start_epoch(&self, py: Python<'_>) -> u64 {
+    fn start_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        self.here(py)?;
         // All of it without the GIL: `running` is held by `next_batch` for as long as it
-        // waits for a batch (another thread's wait must not hold the GIL meanwhile), and
-        // joining the previous epoch's producer can wait for a batch in progress.
-        py.detach(|| {
+        // waits for a batch slice (another thread's wait must not hold the GIL meanwhile),
+        // and joining the previous epoch's producer can wait for a batch in progress.
+        Ok(py.detach(|| {
             let previous = lock(&self.running).take();
             drop(previous);
+            // An epoch stopped by a signal ends its read in flight before this one starts.
+            let retired = std::mem::take(&mut *lock(&self.retired));
+            drop(retired);
             let iter = lock(&self.loader).iter_unbound();
             let mut n = lock(&self.epochs_started);
             *n += 1;
             *lock(&self.running) = Some(Running { id: *n, iter });
             *n
-        })
+        }))
     }
 
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
@@ -329,35 +397,44 @@ impl NativeLoader {
     /// Stops epoch `id` if it is still the running one: its producer and page readers are
     /// joined before this returns. Held batches stay valid.
     fn stop_epoch(&self, py: Python<'_>, id: u64) {
-        self.stop(py, id);
+        // In a forked child there is nothing of this process's to stop (and `__del__`
+        // calls this: it must not raise).
+        if self.origin.is_here() {
+            self.stop(py, id);
+        }
     }
 
     /// The loader's position as `LoaderState` JSON: after the batches handed out by the
     /// running epoch, or the start of the next epoch when none runs.
-    fn state_json(&self, py: Python<'_>) -> String {
+    fn state_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.here(py)?;
         // Both locks are taken and released without the GIL (see `stats`); `running`
         // first, the only place that holds both.
-        py.detach(|| {
+        Ok(py.detach(|| {
             let running = lock(&self.running);
             match running.as_ref() {
                 Some(r) => r.iter.state().to_json(),
                 None => lock(&self.loader).state().to_json(),
             }
-        })
+        }))
     }
 
     /// Whether epoch `id` is the running one.
-    fn is_running(&self, py: Python<'_>, id: u64) -> bool {
-        py.detach(|| lock(&self.running).as_ref().is_some_and(|r| r.id == id))
+    fn is_running(&self, py: Python<'_>, id: u64) -> PyResult<bool> {
+        self.here(py)?;
+        Ok(py.detach(|| lock(&self.running).as_ref().is_some_and(|r| r.id == id)))
     }
 
-    /// Threads the loader runs besides its worker pool (producers, page readers).
-    fn live_threads(&self) -> usize {
-        lock(&self.loader).live_threads()
+    /// Threads the loader runs besides its worker pool (producers, page readers), those of
+    /// an epoch stopped by a signal and not joined yet included.
+    fn live_threads(&self, py: Python<'_>) -> PyResult<usize> {
+        self.here(py)?;
+        Ok(py.detach(|| lock(&self.loader).live_threads()))
     }
 
     /// Counters summed over every epoch so far (durations in seconds).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.here(py)?;
         // Taken and released inside the detached closure: holding the lock while the GIL
         // is taken back could deadlock against a thread that holds the GIL and wants it.
         let s = py.detach(|| lock(&self.loader).stats());
@@ -380,7 +457,36 @@ impl NativeLoader {
 
     /// The sample ids the loader draws from (before ordering and distribution).
     fn indices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.here(py)?;
         PyList::new(py, lock(&self.loader).indices())
+    }
+
+    /// Replaces the sample ids from the next epoch on (`Loader::set_indices`; `None`:
+    /// every sample). A `ConfigError` while an epoch runs (started and neither finished
+    /// nor stopped), for an id out of range, or with a custom order.
+    fn set_indices(&self, py: Python<'_>, indices: Option<Vec<u64>>) -> PyResult<()> {
+        self.here(py)?;
+        // Without the GIL, `running` first, as `state_json` takes the locks.
+        let result = py.detach(|| {
+            let running = lock(&self.running);
+            if running.is_some() {
+                return Err(None);
+            }
+            // An epoch stopped by a signal still shares the run state until joined.
+            let retired = std::mem::take(&mut *lock(&self.retired));
+            drop(retired);
+            let mut loader = lock(&self.loader);
+            let ids = indices.unwrap_or_else(|| (0..loader.reader().num_samples()).collect());
+            loader.set_indices(ids).map_err(Some)
+        });
+        result.map_err(|e| match e {
+            Some(e) => errors::from_ffcv(py, e),
+            None => errors::config(
+                py,
+                "set_indices: an epoch is running; finish it or stop it (leave its loop) \
+                 before changing the set",
+            ),
+        })
     }
 }
 
@@ -391,16 +497,26 @@ impl NativeLoader {
         py: Python<'_>,
         id: u64,
     ) -> PyResult<Option<(Vec<OutputView>, Vec<u64>)>> {
-        let next = py.detach(|| {
-            let mut running = lock(&self.running);
-            match running.as_mut() {
-                Some(r) if r.id == id => Ok(r.iter.next()),
-                _ => Err(()),
+        self.here(py)?;
+        let next = loop {
+            // One slice without the GIL; `running` is released between slices.
+            let step = py.detach(|| {
+                let mut running = lock(&self.running);
+                match running.as_mut() {
+                    Some(r) if r.id == id => Some(r.iter.next_timeout(WAIT_SLICE)),
+                    _ => None,
+                }
+            });
+            match step {
+                None => return Ok(None),
+                Some(Ok(next)) => break next,
+                Some(Err(ffcv::WaitTimedOut)) => {
+                    if let Err(interrupt) = py.check_signals() {
+                        self.interrupt(py, id);
+                        return Err(interrupt);
+                    }
+                }
             }
-        });
-        let next = match next {
-            Ok(n) => n,
-            Err(()) => return Ok(None),
         };
         let result = match next {
             None => {
@@ -416,13 +532,47 @@ impl NativeLoader {
                 Err(errors::from_ffcv(py, e))
             }
         };
-        // A Ctrl-C that arrived during the wait: end the epoch cleanly, then raise it.
+        // A Ctrl-C that arrived during the last slice: end the epoch, then raise it.
         if let Err(interrupt) = py.check_signals() {
             drop(result);
-            self.stop(py, id);
+            self.interrupt(py, id);
             return Err(interrupt);
         }
         result
+    }
+
+    /// `Ok` in the process that built the loader, the fork error elsewhere.
+    fn here(&self, py: Python<'_>) -> PyResult<()> {
+        self.origin.check(py, "loader")
+    }
+
+    /// Stops epoch `id` for a signal without waiting longer than [`STOP_GRACE`]: a
+    /// producer still inside a step then is kept in `retired`, joined by the next
+    /// `start_epoch` (or, after the loader is freed, by a thread of its own).
+    fn interrupt(&self, py: Python<'_>, id: u64) {
+        py.detach(|| {
+            let r = {
+                let mut running = lock(&self.running);
+                if running.as_ref().is_some_and(|r| r.id == id) {
+                    running.take()
+                } else {
+                    None
+                }
+            };
+            let Some(Running { mut iter, .. }) = r else {
+                return;
+            };
+            iter.request_stop();
+            let until = Instant::now() + STOP_GRACE;
+            while !iter.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if iter.is_finished() {
+                drop(iter);
+            } else {
+                lock(&self.retired).push(iter);
+            }
+        });
     }
 
     fn stop(&self, py: Python<'_>, id: u64) {
@@ -439,5 +589,24 @@ impl NativeLoader {
             };
             drop(r);
         });
+    }
+}
+
+impl Drop for NativeLoader {
+    fn drop(&mut self) {
+        if !self.origin.is_here() {
+            return; // leaked by `ForkSafe`: the threads are the parent's
+        }
+        // Freed with the GIL held: an epoch still inside a read (a stalled remote source)
+        // is joined on a thread of its own instead of blocking the interpreter until the
+        // read's timeout.
+        let retired = std::mem::take(&mut *lock(&self.retired));
+        if retired.iter().all(EpochIter::is_finished) {
+            return;
+        }
+        let joiner = std::thread::Builder::new().name("ffcv-epoch-join".into());
+        if let Err(e) = joiner.spawn(move || drop(retired)) {
+            tracing::warn!("no thread to join an interrupted epoch ({e}); joining it here");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ffcv::decode::{
     BytesDecoder, CenterCropRGBImageDecoder, FloatDecoder, IntDecoder, JsonDecoder, NdArrayDecoder,
-    RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
+    OverCap, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder, VarArrayDecoder,
 };
 use ffcv::jit::{ElemType, Operation};
 use ffcv::transforms;
@@ -91,6 +91,19 @@ fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Decoder>>
         "BytesDecoder" => Arc::new(BytesDecoder),
         "JSONDecoder" => Arc::new(JsonDecoder),
         "NDArrayDecoder" => Arc::new(NdArrayDecoder),
+        "VarArrayDecoder" => {
+            let cap: Option<u64> = param(name, params, "cap", Some(None))?;
+            let truncate: bool = param(name, params, "truncate", Some(false))?;
+            let mut d = VarArrayDecoder::new();
+            if let Some(cap) = cap {
+                d = d.cap(cap).over_cap(if truncate {
+                    OverCap::Truncate
+                } else {
+                    OverCap::Error
+                });
+            }
+            Arc::new(d)
+        }
         "SimpleRGBImageDecoder" => Arc::new(SimpleRGBImageDecoder),
         "CenterCropRGBImageDecoder" => {
             let ratio: f64 = param(

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use ffcv::format::{
     CustomHandler, DatasetWriter, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs,
-    NumpyDtype, RgbImage, SampleSource, SourceError,
+    NumpyDtype, RgbImage, SampleSource, SourceError, VarArrayArgs,
 };
 use ffcv::image::{ImageMode, RgbImageEncoder, WriteMode};
 use pyo3::exceptions::PyValueError;
@@ -40,6 +40,8 @@ enum Column {
     Bytes,
     /// NDArray or TorchTensor: exactly this many bytes.
     Array(usize),
+    /// VarArrayField: a whole number of rows of this many bytes.
+    VarArray(u64),
     Json,
     Image(RgbImageEncoder),
     /// A custom field: `(metadata, payload or None, placeholder base)` from its `encode`.
@@ -244,6 +246,16 @@ fn convert(
             if b.len() != *n {
                 return Err(bad(&format!(
                     "array has {} bytes, the field's dtype and shape need {n}",
+                    b.len()
+                )));
+            }
+            FieldValue::NdArray(b)
+        }
+        Column::VarArray(row) => {
+            let b = bytes("expected array bytes")?;
+            if !(b.len() as u64).is_multiple_of(*row) {
+                return Err(bad(&format!(
+                    "array has {} bytes, not a whole number of the field's {row}-byte rows",
                     b.len()
                 )));
             }
@@ -540,6 +552,16 @@ fn column(
         "float" => (FieldType::Float, Column::Float),
         "bytes" => (FieldType::Bytes, Column::Bytes),
         "json" => (FieldType::Json, Column::Json),
+        "var_array" => {
+            let descr: String = get(name, params, "descr")?
+                .ok_or_else(|| PyValueError::new_err(format!("field {name:?}: no dtype")))?;
+            let inner: Vec<u64> = get(name, params, "inner_shape")?.unwrap_or_default();
+            let args = NumpyDtype::from_descr_json(descr.as_bytes())
+                .and_then(|dtype| VarArrayArgs::new(dtype, inner))
+                .map_err(|e| errors::config(py, format!("field {name:?}: {e}")))?;
+            let row = args.row_bytes().unwrap_or(1);
+            (FieldType::VarArray(args), Column::VarArray(row))
+        }
         "ndarray" => array(false)?,
         "torch" => array(true)?,
         "rgb" => {

@@ -7,6 +7,7 @@ from .bytes import BytesField
 from .json import JSONField
 from .ndarray import NDArrayField, TorchTensorField
 from .rgb_image import RGBImageField
+from .var_array import VarArrayField
 
 __all__ = [
     "Field",
@@ -17,4 +18,5 @@ __all__ = [
     "NDArrayField",
     "JSONField",
     "TorchTensorField",
+    "VarArrayField",
 ]

@@ -59,6 +59,12 @@ class BytesField(Field):
 
     @staticmethod
     def from_binary(binary: Any) -> Field:
+        # FFCV writes zeros here; a block opening with the VarArrayField tag is ffcv-rs's
+        # variable-length array, which FFCV itself reads as bytes.
+        from .var_array import VarArrayField, is_tagged
+
+        if is_tagged(binary):
+            return VarArrayField.from_binary(binary)
         return BytesField()
 
     def to_binary(self) -> Any:

@@ -3,13 +3,15 @@
 Every decoder runs in the Rust loader. Shapes and types are FFCV's: ``IntDecoder`` gives
 ``int64 [B, 1]``, ``FloatDecoder`` ``float64 [B, 1]``, ``BytesDecoder`` ``uint8 [B, max]``
 (rows zero-padded past each sample's length), ``NDArrayDecoder`` the stored dtype and
-shape, the image decoders ``uint8 [B, H, W, 3]``.
+shape, the image decoders ``uint8 [B, H, W, 3]``, ``VarArrayDecoder`` (an ffcv-rs
+extension) ``[B, K_max, *inner_shape]`` in the field's dtype, zero-padded.
 """
 
 from ..pipeline.operation import Operation as Decoder
 from .basics import FloatDecoder, IntDecoder
 from .bytes import BytesDecoder
 from .ndarray import NDArrayDecoder
+from .var_array import VarArrayDecoder
 from .rgb_image import (
     CenterCropRGBImageDecoder,
     RandomResizedCropRGBImageDecoder,
@@ -25,4 +27,5 @@ __all__ = [
     "SimpleRGBImageDecoder",
     "CenterCropRGBImageDecoder",
     "RandomResizedCropRGBImageDecoder",
+    "VarArrayDecoder",
 ]

@@ -171,6 +171,15 @@ class Loader:
     ``page_cache_dir`` / ``page_cache_size`` (bytes, default 10 GiB) to keep a remote
     dataset's pages on the local disk for later epochs and processes.
 
+    ``weights``: ``fname`` is a list of sources (each a path, URL or pattern, or a list of
+    shards) mixed with these weights, one per source (see ``docs/mixtures.md``): each
+    epoch has ``samples_per_epoch`` positions (default: the sum of the sources' lengths),
+    drawn from the sources in proportion to the weights, each source walked in ``order``
+    without replacement; ``when_exhausted`` is ``"cycle"`` (a source that runs out starts
+    a new pass; the default) or ``"stop"`` (the epoch ends). Batch sample ids are global:
+    the sources' samples numbered one source after another. Without ``weights`` a list
+    still means shards read as one.
+
     ``gpu_stage``: when every output ends with ``ToDevice`` to one CUDA device (and no
     output has Python steps), the copy is the Rust loader's GPU stage (gpu-stage: pinned
     slots, one stream per slot) and batches are CUDA tensors exported through DLPack.
@@ -208,6 +217,9 @@ class Loader:
         gpu_stage: Optional[bool] = None,
         page_cache_dir: Optional[Any] = None,
         page_cache_size: Optional[int] = None,
+        weights: Optional[Sequence[float]] = None,
+        samples_per_epoch: Optional[int] = None,
+        when_exhausted: str = "cycle",
     ):
         # FFCV's `filter` rebuilds a loader from the arguments it was given.
         self._args = dict(
@@ -219,9 +231,15 @@ class Loader:
             reader_threads=reader_threads, direct_io=direct_io, retain_pages=retain_pages,
             hold_all_pages=hold_all_pages, max_image_pixels=max_image_pixels, rank=rank,
             world_size=world_size, gpu_stage=gpu_stage, page_cache_dir=page_cache_dir,
-            page_cache_size=page_cache_size,
+            page_cache_size=page_cache_size, weights=weights,
+            samples_per_epoch=samples_per_epoch, when_exhausted=when_exhausted,
         )
-        if isinstance(fname, (list, tuple)):
+        mixture = self._mixture_args(fname, weights, samples_per_epoch, when_exhausted,
+                                     order, indices, custom_fields)
+        if mixture is not None:
+            fname = [s[0] if len(s) == 1 else s for s in mixture[0]]
+            names = [n for source in mixture[0] for n in source]
+        elif isinstance(fname, (list, tuple)):
             # Shards: several files (or URLs, patterns, s3:// prefixes) read as one.
             names = [os.fspath(f) for f in fname]
             if not names:
@@ -279,7 +297,8 @@ class Loader:
         # FFCV's Reader, for local files (the tables of a remote or sharded dataset stay
         # in the Rust loader; Python steps there get no metadata).
         self._reader: Optional[Reader] = None
-        if len(names) == 1 and _is_local_file(names[0]) and not any(c in names[0] for c in "*?["):
+        if mixture is None and len(names) == 1 and _is_local_file(names[0]) \
+                and not any(c in names[0] for c in "*?["):
             path = names[0][len("file://"):] if names[0].startswith("file://") else names[0]
             self._reader = Reader(path, custom_fields)
         elif custom_fields:
@@ -291,8 +310,8 @@ class Loader:
         self.code: Any = None
 
         # Custom order: the loader's attributes it may read come first, as in FFCV.
-        self.indices = (np.arange(self._num_samples(), dtype=np.uint64) if indices is None
-                        else np.asarray(indices, dtype=np.uint64))
+        self._indices = (np.arange(self._num_samples(), dtype=np.uint64) if indices is None
+                         else np.asarray(indices, dtype=np.uint64))
         self._custom_order = None
         first_order = None
         if custom_order is not None:
@@ -322,6 +341,7 @@ class Loader:
             else _check_int("max_image_pixels", max_image_pixels, 1),
             custom_order=None if first_order is None else [int(i) for i in first_order],
             custom_fields=self._custom_layouts(custom_fields),
+            mixture=mixture,
             **self._page_cache,
         )
         if gpu_stage is not None and not isinstance(gpu_stage, bool):
@@ -332,7 +352,7 @@ class Loader:
         self._finish_plans(gpu_stage)
         self.order = order if order is not None else self._custom_order
         if indices is None and self._reader is None:
-            self.indices = None  # every sample of the (remote or sharded) dataset
+            self._indices = None  # every sample of the (remote or sharded) dataset
         self.traversal_order = (self._custom_order if self._custom_order is not None
                                 else ORDER_MAP[order](self))
         Compiler.use_threads(self.num_workers)
@@ -362,6 +382,38 @@ class Loader:
         if name in OrderOption.__members__:
             return OrderOption[name]
         raise TypeError(f"order must be an OrderOption or a TraversalOrder, not {order!r}")
+
+    @staticmethod
+    def _mixture_args(fname: Any, weights: Any, samples_per_epoch: Any, when_exhausted: Any,
+                      order: Any, indices: Any, custom_fields: Any) -> Optional[Tuple[Any, ...]]:
+        """``_native.Loader``'s ``mixture`` argument (``None`` without ``weights``)."""
+        if weights is None:
+            if samples_per_epoch is not None or when_exhausted != "cycle":
+                raise ValueError("samples_per_epoch and when_exhausted need weights")
+            return None
+        if not isinstance(fname, (list, tuple)) or not fname:
+            raise ValueError("weights needs fname to be a non-empty list of sources")
+        sources = []
+        for entry in fname:
+            if isinstance(entry, (list, tuple)):
+                sources.append([os.fspath(f) for f in entry])
+            else:
+                sources.append([os.fspath(entry)])
+        weights = [float(w) for w in np.asarray(weights, dtype=np.float64).reshape(-1)]
+        if samples_per_epoch is not None:
+            samples_per_epoch = _check_int("samples_per_epoch", samples_per_epoch, 1)
+        if when_exhausted not in ("cycle", "stop"):
+            raise ValueError(f"when_exhausted must be 'cycle' or 'stop', not {when_exhausted!r}")
+        if indices is not None:
+            raise ConfigError("indices cannot be combined with weights: the mixture decides "
+                              "the samples")
+        if custom_fields:
+            raise ConfigError("custom_fields needs one local file (not a mixture)")
+        if isinstance(order, TraversalOrder) or (isinstance(order, type)
+                                                 and issubclass(order, TraversalOrder)):
+            raise ConfigError("a custom TraversalOrder cannot walk a mixture's sources; use "
+                              "an OrderOption")
+        return (sources, weights, samples_per_epoch, when_exhausted)
 
     def _num_samples(self) -> int:
         if self._reader is not None:
@@ -668,6 +720,50 @@ class Loader:
     @next_epoch.setter
     def next_epoch(self, epoch: int) -> None:
         self._native.next_epoch = _check_int("next_epoch", epoch, 0)
+
+    @property
+    def indices(self) -> Optional[np.ndarray]:
+        """The sample ids the loader draws from (``uint64``, before ordering and
+        distribution); ``None`` for every sample of a remote or sharded dataset built
+        without ``indices``.
+
+        Settable between epochs (ffcv-rs; FFCV ignores a new value): ``loader.indices =
+        ids`` (a sequence or array of integers, or ``None`` for every sample) makes every
+        later epoch run over ``ids``, in the order a loader built with ``indices=ids`` would
+        run it (distributed ranks split the new set the same way, so give every rank the
+        same set). Only the order is rebuilt: workers, pipelines and caches stay.
+        :meth:`state_dict` records the set's hash, and :meth:`load_state_dict` resumes over
+        the current set. Raises :class:`ffcv_rs.ConfigError` while an epoch runs (finish it
+        or leave its loop first), for an id out of range and with a custom
+        ``TraversalOrder`` (it decides the samples itself: change its own ``indices``);
+        ``ValueError`` for a negative id and ``TypeError`` for ids that are not integers.
+        """
+        return self._indices
+
+    @indices.setter
+    def indices(self, value: Optional[Sequence[int]]) -> None:
+        if self._custom_order is not None:
+            raise ConfigError("set_indices: a custom order decides the samples itself; "
+                              "change the order's own indices instead")
+        ids: Optional[List[int]] = None
+        if value is not None:
+            array = np.asarray(value)
+            if array.size and not np.issubdtype(array.dtype, np.integer):
+                raise TypeError(f"indices must be integers, got an array of {array.dtype}")
+            ids = [int(i) for i in array.reshape(-1)]
+            if any(i < 0 for i in ids):
+                raise ValueError("indices must not be negative")
+        self._native.set_indices(ids)
+        # Later rebuilds (load_state_dict, filter) start from the current set.
+        self._args["indices"] = ids
+        self._native_args["indices"] = ids
+        if ids is not None:
+            self._indices = np.asarray(ids, dtype=np.uint64)
+        elif self._reader is not None:
+            self._indices = np.arange(self._num_samples(), dtype=np.uint64)
+        else:
+            self._indices = None
+        self.traversal_order = ORDER_MAP[self.order](self)
 
     @property
     def first_traversal_order(self) -> np.ndarray:

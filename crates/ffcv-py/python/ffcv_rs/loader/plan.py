@@ -340,6 +340,18 @@ class OutputPlan:
 
     def make(self, views: Sequence[Any], indices: Any, torch: Any, seed: int = 0,
              epoch: int = 0) -> Any:
+        x = self._make(views, indices, torch, seed, epoch)
+        view = None if self.native_index is None else views[self.native_index]
+        if view is not None and getattr(view, "padded_rows", False):
+            # A VarArrayDecoder's output: the padded rows and each sample's K, together.
+            lengths = np.asarray(view.lengths()).astype(np.int64)
+            if torch is not None and hasattr(x, "permute"):
+                lengths = torch.from_numpy(lengths)
+            return x, lengths
+        return x
+
+    def _make(self, views: Sequence[Any], indices: Any, torch: Any, seed: int,
+              epoch: int) -> Any:
         x = None if self.native_index is None else self.hand.make(views[self.native_index], torch)
         if self.steps and isinstance(x, np.ndarray) and not x.flags.writeable:
             # The Rust loader's memory is read-only to Python; FFCV's operations write into
