@@ -22,11 +22,12 @@
 //! either). A scan that runs out of data is an error, as in Pillow ("image
 //! file is truncated"), not a grey tail.
 
+use super::entropy::{Bits, Huffman, decode_ac, extend};
 use super::frame::JpegFrame;
 use super::ifast_idct::idct_limit;
 use super::segments::{self, NATURAL_ORDER, Segments, Step};
 use super::simd::Isa;
-use super::turbo::{Bits, Huffman, decode_ac, extend, h2v1_fancy, h2v2_fancy, ycc_to_rgb_row};
+use super::turbo::{h2v1_fancy, h2v2_fancy, ycc_to_rgb_row};
 use super::{ImageError, Result, RgbImage, rgb_len};
 
 /// Fixed-point constants of `jidctint` (`FIX(x) = round(x * 2^13)`).

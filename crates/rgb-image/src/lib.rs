@@ -65,6 +65,7 @@
 mod accurate;
 mod crop;
 mod encode;
+mod entropy;
 mod file;
 mod folder;
 mod frame;
