@@ -602,12 +602,18 @@ pub fn builder(
                 .pipeline(
                     dataset.field.as_str(),
                     PipelineSpec::from_arc(decoder)
-                        .then(transforms::random_horizontal_flip(0.5))
-                        .then(transforms::normalize_image(
-                            transforms::IMAGENET_MEAN,
-                            transforms::IMAGENET_STD,
-                            dtype,
-                        ))
+                        .then(
+                            transforms::random_horizontal_flip(0.5)
+                                .expect("the fixed chains' parameters are valid"),
+                        )
+                        .then(
+                            transforms::normalize_image(
+                                transforms::IMAGENET_MEAN,
+                                transforms::IMAGENET_STD,
+                                dtype,
+                            )
+                            .expect("the fixed chains' parameters are valid"),
+                        )
                         .then(transforms::to_torch_image()),
                 )
         }
@@ -616,12 +622,14 @@ pub fn builder(
             .pipeline(
                 dataset.field.as_str(),
                 PipelineSpec::new(NdArrayDecoder)
-                    .then(transforms::random_horizontal_flip(0.5))
-                    .then(transforms::normalize_image(
-                        CIFAR_MEAN,
-                        CIFAR_STD,
-                        ElemType::F32,
-                    ))
+                    .then(
+                        transforms::random_horizontal_flip(0.5)
+                            .expect("the fixed chains' parameters are valid"),
+                    )
+                    .then(
+                        transforms::normalize_image(CIFAR_MEAN, CIFAR_STD, ElemType::F32)
+                            .expect("the fixed chains' parameters are valid"),
+                    )
                     .then(transforms::to_torch_image()),
             ),
     };

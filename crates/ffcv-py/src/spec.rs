@@ -144,6 +144,11 @@ fn fill(op: &str, params: &Bound<'_, PyDict>) -> PyResult<[u8; 3]> {
     Ok([r, g, b])
 }
 
+/// A parameter the transform's constructor refused, as Python's `ValueError`.
+fn value_error(e: transforms::BadParameter) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
 /// The built-in transform `name` with `params`, as a pipeline-jit operation: for the
 /// loader's pipelines ([`pipeline`]) and for the Python part's native runs
 /// (`crate::kernels::BatchTransforms`).
@@ -151,29 +156,14 @@ pub fn operation(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Ope
     Ok(match name {
         "RandomHorizontalFlip" => {
             let p: f64 = param(name, params, "flip_prob", Some(0.5))?;
-            if !(0.0..=1.0).contains(&p) {
-                return Err(PyValueError::new_err(format!(
-                    "{name}: flip_prob {p} is not in [0, 1]"
-                )));
-            }
-            Arc::new(transforms::random_horizontal_flip(p))
+            Arc::new(transforms::random_horizontal_flip(p).map_err(value_error)?)
         }
         "NormalizeImage" => {
             let mean: [f64; 3] = param(name, params, "mean", None)?;
             let std: [f64; 3] = param(name, params, "std", None)?;
-            if std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
-                return Err(PyValueError::new_err(format!(
-                    "{name}: std {std:?} must be finite and non-zero"
-                )));
-            }
             let t: String = param(name, params, "dtype", Some("float32".into()))?;
             let dt = dtype(name, &t)?;
-            if !matches!(dt, ElemType::F16 | ElemType::F32 | ElemType::F64) {
-                return Err(PyValueError::new_err(format!(
-                    "{name}: type {t:?} must be a float type"
-                )));
-            }
-            Arc::new(transforms::normalize_image(mean, std, dt))
+            Arc::new(transforms::normalize_image(mean, std, dt).map_err(value_error)?)
         }
         "Cutout" => {
             let crop: usize = param(name, params, "crop_size", None)?;

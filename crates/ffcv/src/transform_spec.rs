@@ -180,18 +180,10 @@ fn parse_op(op: &str) -> Result<Arc<dyn Operation>, UnknownTransform> {
         "flip" => {
             let p = match rest {
                 None => 0.5,
-                Some(t) => {
-                    let p: f64 = number(op, "flip probability", t)?;
-                    if !(0.0..=1.0).contains(&p) {
-                        return Err(UnknownTransform::new(
-                            op,
-                            format!("flip probability {p} is not in [0, 1]"),
-                        ));
-                    }
-                    p
-                }
+                Some(t) => number(op, "flip probability", t)?,
             };
-            Ok(Arc::new(transforms::random_horizontal_flip(p)))
+            let flip = transforms::random_horizontal_flip(p).map_err(|e| rejected(op, e))?;
+            Ok(Arc::new(flip))
         }
         "normalize" => normalize(op, rest),
         "chw" => no_params(Arc::new(transforms::to_torch_image())),
@@ -218,6 +210,11 @@ fn parse_op(op: &str) -> Result<Arc<dyn Operation>, UnknownTransform> {
     }
 }
 
+/// An op whose parameters the transform's constructor refused: its reason, for `op`.
+fn rejected(op: &str, e: transforms::BadParameter) -> UnknownTransform {
+    UnknownTransform::new(op, e.reason)
+}
+
 /// `normalize:imagenet[:DTYPE]` or `normalize:M1,M2,M3/S1,S2,S3[:DTYPE]` (DTYPE f32 by
 /// default, as FFCV's `NormalizeImage` examples use).
 fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, UnknownTransform> {
@@ -239,29 +236,12 @@ fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, Unknown
         })?;
         (triple(op, "mean", m)?, triple(op, "std", s)?)
     };
-    if let Some(bad) = std.iter().find(|s| **s == 0.0 || !s.is_finite()) {
-        return Err(UnknownTransform::new(
-            op,
-            format!("std {bad} must be finite and non-zero"),
-        ));
-    }
-    if let Some(bad) = mean.iter().find(|m| !m.is_finite()) {
-        return Err(UnknownTransform::new(
-            op,
-            format!("mean {bad} must be finite"),
-        ));
-    }
     let dt = match ty {
         None => ElemType::F32,
         Some(t) => dtype(op, t)?,
     };
-    if !dt.is_float() {
-        return Err(UnknownTransform::new(
-            op,
-            format!("normalize writes floats; {dt:?} is not f16, f32 or f64"),
-        ));
-    }
-    Ok(Arc::new(transforms::normalize_image(mean, std, dt)))
+    let normalize = transforms::normalize_image(mean, std, dt).map_err(|e| rejected(op, e))?;
+    Ok(Arc::new(normalize))
 }
 
 fn triple(op: &str, what: &str, text: &str) -> Result<[f64; 3], UnknownTransform> {

@@ -5,7 +5,8 @@
 //! random ones ([`RandomHorizontalFlip`], [`Cutout`], [`RandomTranslate`]) draw their
 //! parameters from a generator seeded by (seed, epoch, sample, operation index), so a
 //! batch is the same whatever the thread count. The constructors here give FFCV's
-//! parameter forms and defaults; the types are re-exported for full control.
+//! parameter forms and defaults and check the parameters ([`BadParameter`]), once for
+//! every front end; the types are re-exported for full control.
 //! [`ReplaceLabel`] and [`Poison`] are index-aware operations (native kernels that read
 //! the sample id), as FFCV's `ReplaceLabel` and `Poison`.
 //!
@@ -17,13 +18,13 @@
 //!
 //! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/ffcv-1.0.2/images_jpg.beton");
 //! let image = PipelineSpec::new(CenterCropRGBImageDecoder::new((32, 32), 224.0 / 256.0))
-//!     .then(transforms::random_horizontal_flip(0.5))
-//!     .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, ElemType::F32))
+//!     .then(transforms::random_horizontal_flip(0.5)?)
+//!     .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, ElemType::F32)?)
 //!     .then(transforms::to_torch_image());
 //! let mut loader = Loader::builder(path).batch_size(8).seed(1).pipeline("image", image).build()?;
 //! let batch = loader.iter().next().unwrap()?;
 //! assert_eq!(batch.get::<f32>("image")?.shape(), &[8, 3, 32, 32]);
-//! # Ok::<(), ffcv::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::collections::HashSet;
@@ -58,21 +59,82 @@ pub fn convert(dtype: ElemType) -> Convert {
     Convert(dtype)
 }
 
+/// A transform parameter the transform cannot take. The constructors here check their
+/// parameters once, for every front end (Rust, the command line's `--transform`, the
+/// Python package); FFCV itself would assert, divide by zero or flip with a probability
+/// outside `[0, 1]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{transform}: {reason}")]
+pub struct BadParameter {
+    /// The transform's FFCV name (`NormalizeImage`).
+    pub transform: &'static str,
+    /// What is wrong (`std 0 must be finite and non-zero`).
+    pub reason: String,
+}
+
+fn bad(transform: &'static str, reason: String) -> BadParameter {
+    BadParameter { transform, reason }
+}
+
 /// FFCV's `NormalizeImage(mean, std, type)`: `(x - mean[c]) / std[c]` per channel of an
 /// `[H, W, 3]` image, as `dtype` (`F16`, `F32` or `F64`, each rounded once from the `f64`
 /// value, as NumPy assigns FFCV's table); for `u8` input through a 256-entry table per
-/// channel as FFCV does.
-pub fn normalize_image(mean: [f64; 3], std: [f64; 3], dtype: ElemType) -> NormalizeImage {
-    NormalizeImage {
+/// channel as FFCV does. A mean that is not finite, a std that is zero or not finite, or
+/// an integer `dtype` is refused.
+///
+/// ```
+/// use ffcv::jit::ElemType;
+/// use ffcv::transforms::{IMAGENET_MEAN, normalize_image};
+///
+/// assert!(normalize_image(IMAGENET_MEAN, [58.4, 57.1, 57.4], ElemType::F16).is_ok());
+/// let err = normalize_image(IMAGENET_MEAN, [58.4, 0.0, 57.4], ElemType::F32).unwrap_err();
+/// assert_eq!(err.to_string(), "NormalizeImage: std 0 must be finite and non-zero");
+/// assert!(normalize_image(IMAGENET_MEAN, [1.0; 3], ElemType::U8).is_err());
+/// ```
+pub fn normalize_image(
+    mean: [f64; 3],
+    std: [f64; 3],
+    dtype: ElemType,
+) -> Result<NormalizeImage, BadParameter> {
+    const NAME: &str = "NormalizeImage";
+    if let Some(s) = std.iter().find(|s| **s == 0.0 || !s.is_finite()) {
+        return Err(bad(NAME, format!("std {s} must be finite and non-zero")));
+    }
+    if let Some(m) = mean.iter().find(|m| !m.is_finite()) {
+        return Err(bad(NAME, format!("mean {m} must be finite")));
+    }
+    if !dtype.is_float() {
+        return Err(bad(
+            NAME,
+            format!("it writes floats; {dtype:?} is not f16, f32 or f64"),
+        ));
+    }
+    Ok(NormalizeImage {
         mean: mean.to_vec(),
         std: std.to_vec(),
         dtype,
-    }
+    })
 }
 
-/// FFCV's `RandomHorizontalFlip(flip_prob)` (FFCV's default is 0.5).
-pub fn random_horizontal_flip(flip_prob: f64) -> RandomHorizontalFlip {
-    RandomHorizontalFlip(flip_prob)
+/// FFCV's `RandomHorizontalFlip(flip_prob)` (FFCV's default is 0.5); a probability
+/// outside `[0, 1]` (or NaN) is refused.
+///
+/// ```
+/// use ffcv::transforms::random_horizontal_flip;
+///
+/// assert!(random_horizontal_flip(0.5).is_ok());
+/// let err = random_horizontal_flip(1.5).unwrap_err();
+/// assert_eq!(err.to_string(), "RandomHorizontalFlip: flip_prob 1.5 is not in [0, 1]");
+/// assert!(random_horizontal_flip(f64::NAN).is_err());
+/// ```
+pub fn random_horizontal_flip(flip_prob: f64) -> Result<RandomHorizontalFlip, BadParameter> {
+    if !(0.0..=1.0).contains(&flip_prob) {
+        return Err(bad(
+            "RandomHorizontalFlip",
+            format!("flip_prob {flip_prob} is not in [0, 1]"),
+        ));
+    }
+    Ok(RandomHorizontalFlip(flip_prob))
 }
 
 /// FFCV's `Cutout(crop_size, fill)`: a `crop_size` square at a random place filled with

@@ -278,7 +278,7 @@ fn photos() -> &'static Path {
 
 fn photo_builder(kind: OrderKind, world: usize, rank: usize) -> LoaderBuilder {
     let image = PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((16, 16)))
-        .then(transforms::random_horizontal_flip(0.5));
+        .then(transforms::random_horizontal_flip(0.5).unwrap());
     let b = Loader::builder(photos())
         .batch_size(PHOTO_BATCH)
         .order(Order::from(kind))

@@ -17,7 +17,7 @@ fn fixture(name: &str) -> String {
 /// Per epoch, per sample id (in id order): the augmented image bytes.
 fn augmented(workers: i64, compile: bool, seed: u64, epochs: usize) -> Vec<Vec<Vec<u8>>> {
     let image = PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((24, 20)))
-        .then(transforms::random_horizontal_flip(0.5))
+        .then(transforms::random_horizontal_flip(0.5).unwrap())
         .then(transforms::cutout(6, [255, 0, 128]));
     let mut loader = Loader::builder(fixture("images_jpg.beton"))
         .batch_size(5)
@@ -90,11 +90,7 @@ fn center_crops() -> Vec<Vec<u8>> {
 fn normalize_then_to_torch_image_is_ffcvs_arithmetic_in_chw() {
     let crops = center_crops();
     let image = PipelineSpec::new(CenterCropRGBImageDecoder::new((32, 32), 0.875))
-        .then(transforms::normalize_image(
-            IMAGENET_MEAN,
-            IMAGENET_STD,
-            ElemType::F32,
-        ))
+        .then(transforms::normalize_image(IMAGENET_MEAN, IMAGENET_STD, ElemType::F32).unwrap())
         .then(transforms::to_torch_image());
     let mut loader = Loader::builder(fixture("images_jpg.beton"))
         .batch_size(8)

@@ -86,7 +86,7 @@ fn builder(
     knobs: Knobs,
 ) -> LoaderBuilder {
     let image = PipelineSpec::new(RandomResizedCropRGBImageDecoder::new((8, 8)))
-        .then(transforms::random_horizontal_flip(0.5))
+        .then(transforms::random_horizontal_flip(0.5).unwrap())
         .then(transforms::cutout(3, [255, 0, 128]));
     let mut b = Loader::builder(dataset())
         .batch_size(BATCH)
