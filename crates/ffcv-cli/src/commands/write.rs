@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use beton_io::{DatasetWriter, NumpyDtype, from_fn};
+use beton_io::{NumpyDtype, from_fn};
 use ffcv_cli::synthetic::{Kind, Spec};
 
-use super::write_output::{ShardsArg, print_shards, progress_bar, written};
+use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
 
@@ -42,12 +42,6 @@ pub struct SyntheticArgs {
     /// Seed of the content (the same seed gives the same values).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`, `2097152`).
-    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
-    pub page_size: u64,
-    /// Writer threads, 1 to 1024 (default: the CPUs available).
-    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
-    pub workers: Option<usize>,
     /// `bytes`: the mean sample length (lengths vary from half to one and a half times it).
     #[arg(long, value_parser = parse_byte_size)]
     pub size: Option<u64>,
@@ -65,9 +59,9 @@ pub struct SyntheticArgs {
     /// Options of `--kind jpeg` and `--kind photos`.
     #[command(flatten)]
     pub jpeg: super::write_images::SyntheticJpegArgs,
-    /// Write N files in parallel instead of one.
+    /// Page size, writer threads and shards.
     #[command(flatten)]
-    pub shards: ShardsArg,
+    pub target: WriteTarget,
 }
 
 /// Runs `ffcv write`.
@@ -83,18 +77,14 @@ fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let spec = spec(args)?;
     let fields = spec.fields().map_err(CliError::Usage)?;
     // The page size is validated first (by the writer), then checked against the samples.
-    let mut writer = DatasetWriter::new(args.shards.writer_path(&args.out), fields)?
-        .with_page_size(args.page_size)?;
-    check_fits(&spec, args.page_size)?;
-    args.shards.check(args.samples, "samples")?;
-    if let Some(workers) = args.workers {
-        writer = writer.with_num_workers(workers);
-    }
-    let part = args.shards.samples(args.samples);
+    let writer = args.target.writer(&args.out, fields)?;
+    check_fits(&spec, args.target.page_size)?;
+    args.target.shards.check(args.samples, "samples")?;
+    let part = args.target.shards.samples(args.samples);
     let bar = progress_bar(part.end - part.start, "samples");
     let shards = {
         let bar = bar.clone();
-        args.shards.write(
+        args.target.shards.write(
             &writer.with_progress(move |done| bar.set_position(done)),
             &from_fn(args.samples, |i| Ok(spec.sample(i))),
         )

@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use beton_io::{DatasetWriter, FieldSpec, FieldType, FieldValue, from_fn};
+use beton_io::{FieldSpec, FieldType, FieldValue, from_fn};
 use ffcv::image::{FolderError, ImageError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
 
-use super::write_output::{ShardsArg, print_shards, progress_bar, written};
+use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
 use crate::jpeg_passthrough::{ImageStore, StoreError};
@@ -44,20 +44,14 @@ pub struct ImageFolderArgs {
     /// The image options.
     #[command(flatten)]
     pub image: ImageOptions,
-    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
-    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
-    pub page_size: u64,
-    /// Writer threads, 1 to 1024 (default: the CPUs available).
-    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
-    pub workers: Option<usize>,
     /// Skip files that cannot be decoded (corrupt, truncated, not an image) instead of
     /// failing: every image is decoded once more beforehand to find them; they are listed at
     /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
     #[arg(long)]
     pub skip_unreadable: bool,
-    /// Write N files in parallel instead of one.
+    /// Page size, writer threads and shards.
     #[command(flatten)]
-    pub shards: ShardsArg,
+    pub target: WriteTarget,
 }
 
 /// How images are stored: FFCV's `RGBImageField` options (`ffcv write image-folder`,
@@ -223,23 +217,19 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
     let mut folder = ImageFolder::scan(&args.src).map_err(folder_error)?;
     if args.skip_unreadable {
         folder
-            .skip_unreadable(args.workers.unwrap_or(0))
+            .skip_unreadable(args.target.workers.unwrap_or(0))
             .map_err(folder_error)?;
     }
     let fields = vec![
         FieldSpec::new("image", FieldType::RgbImage),
         FieldSpec::new("label", FieldType::Int),
     ];
-    let mut writer = DatasetWriter::new(args.shards.writer_path(&args.out), fields)?
-        .with_page_size(args.page_size)?;
-    if let Some(workers) = args.workers {
-        writer = writer.with_num_workers(workers.max(1));
-    }
+    let writer = args.target.writer(&args.out, fields)?;
     let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
     let images = folder.images();
     let n = images.len() as u64;
-    args.shards.check(n, "images")?;
-    let part = args.shards.samples(n);
+    args.target.shards.check(n, "images")?;
+    let part = args.target.shards.samples(n);
     let bar = progress_bar(part.end - part.start, "images");
     let shards = {
         let bar = bar.clone();
@@ -267,7 +257,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
             };
             Ok(vec![encoded.into(), FieldValue::Int(entry.label)])
         });
-        args.shards.write(
+        args.target.shards.write(
             &writer.with_progress(move |done| bar.set_position(done)),
             &source,
         )
@@ -299,7 +289,7 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         for u in skipped {
             println!("  {}: {}", u.path.display(), u.error);
         }
-        let report = report_path(&args.shards.writer_path(&args.out));
+        let report = report_path(&args.target.shards.writer_path(&args.out));
         std::fs::write(&report, folder.report_json()).map_err(|err| CliError::ImageFolder {
             path: report.clone(),
             reason: format!("cannot write the skip report: {err}"),

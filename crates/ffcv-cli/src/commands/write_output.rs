@@ -1,20 +1,55 @@
 //! What the sources of `ffcv write` (`synthetic`, `image-folder`, `webdataset`) share
-//! about their output: the `--shards N` and `--shard-index I` flags, the progress bar, and
-//! the summary of the files written.
+//! about their output: the `--page-size`, `--workers`, `--shards N` and `--shard-index I`
+//! flags, the progress bar, and the summary of the files written.
 
 use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use beton_io::{
-    DatasetWriter, FieldValue, SampleSource, ShardWritten, SourceError, WriteSummary, shard_path,
-    shard_ranges,
+    DatasetWriter, FieldSpec, FieldValue, SampleSource, ShardWritten, SourceError, WriteSummary,
+    shard_path, shard_ranges,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::error::{CliError, Result};
 
-/// `--shards N` of `ffcv write synthetic` and `ffcv write image-folder`.
+/// The output flags of every `ffcv write` source: page size, writer threads, shards.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct WriteTarget {
+    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`, `2097152`).
+    #[arg(long, default_value = "8MiB", value_parser = crate::byte_size::parse_byte_size)]
+    pub page_size: u64,
+    /// Writer threads, 1 to 1024 (default: the CPUs available).
+    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
+    pub workers: Option<usize>,
+    /// Write N files in parallel instead of one.
+    #[command(flatten)]
+    pub shards: ShardsArg,
+}
+
+impl WriteTarget {
+    /// The writer of OUT (or of the shard --shard-index names) with `fields`, the page
+    /// size and --workers (else the writer's default, one thread per CPU); a bad page size is
+    /// the writer's error.
+    pub(crate) fn writer(&self, out: &Path, fields: Vec<FieldSpec>) -> Result<DatasetWriter> {
+        let writer = DatasetWriter::new(self.shards.writer_path(out), fields)?
+            .with_page_size(self.page_size)?;
+        Ok(match self.workers {
+            Some(workers) => writer.with_num_workers(workers),
+            None => writer,
+        })
+    }
+
+    /// The writer threads: --workers, else the CPUs available (at least 1).
+    pub(crate) fn threads(&self) -> usize {
+        self.workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+            .max(1)
+    }
+}
+
+/// `--shards N` and `--shard-index I` of every `ffcv write` source.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ShardsArg {
     /// Write N files in parallel instead of one: OUT `train.beton` becomes

@@ -14,12 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use beton_io::{DatasetWriter, from_fn};
+use beton_io::from_fn;
 use ffcv::image::ImageMode;
 
 use super::write_images::{ImageOptions, image_store, passed_note, report_path};
-use super::write_output::{ShardsArg, print_shards, progress_bar, written};
-use crate::byte_size::parse_byte_size;
+use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::error::{CliError, Result};
 use crate::webdataset::{Shards, expand_inputs, shard_error};
 use crate::webdataset_fields::{Converter, FieldMap, field_specs, infer};
@@ -44,12 +43,6 @@ pub struct WebDatasetArgs {
     /// The image options.
     #[command(flatten)]
     pub image: ImageOptions,
-    /// Page size: a power of two, at least 2 MiB, below 4 GiB (e.g. `8MiB`).
-    #[arg(long, default_value = "8MiB", value_parser = parse_byte_size)]
-    pub page_size: u64,
-    /// Writer threads, 1 to 1024 (default: the CPUs available).
-    #[arg(long, value_parser = crate::numeric_flags::threads::<usize>())]
-    pub workers: Option<usize>,
     /// Leave out records that cannot be converted (a broken tar member, an image that does
     /// not decode, a cls that is not an integer, a missing member, an array of another
     /// shape) instead of failing: every record is checked once beforehand (on every
@@ -57,9 +50,9 @@ pub struct WebDatasetArgs {
     /// are listed at the end and in OUT.skipped.json.
     #[arg(long)]
     pub skip_unreadable: bool,
-    /// Write N files in parallel instead of one.
+    /// Page size, writer threads and shards.
     #[command(flatten)]
-    pub shards: ShardsArg,
+    pub target: WriteTarget,
 }
 
 /// A record left out by `--skip-unreadable`.
@@ -122,17 +115,14 @@ pub fn run(args: &WebDatasetArgs) -> Result<()> {
         specs: &specs,
         images: &images,
     };
-    let workers = args
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
+    let workers = args.target.threads();
     let (kept, skipped) = if args.skip_unreadable {
         check_records(&converter, workers)
     } else {
         ((0..shards.records.len()).collect(), Vec::new())
     };
     let n = kept.len() as u64;
-    let out = args.shards.writer_path(&args.out);
+    let out = args.target.shards.writer_path(&args.out);
     if n == 0 {
         report_skipped(&skipped, &shards, &out)?;
         return Err(shard_error(
@@ -143,12 +133,13 @@ pub fn run(args: &WebDatasetArgs) -> Result<()> {
             ),
         ));
     }
-    args.shards.check(n, "records")?;
-    let writer = DatasetWriter::new(&out, specs.clone())?
-        .with_page_size(args.page_size)?
+    args.target.shards.check(n, "records")?;
+    let writer = args
+        .target
+        .writer(&args.out, specs.clone())?
         .with_num_workers(workers);
     let (raw, jpg) = (AtomicU64::new(0), AtomicU64::new(0));
-    let part = args.shards.samples(n);
+    let part = args.target.shards.samples(n);
     let bar = progress_bar(part.end - part.start, "records");
     let written_shards = {
         let bar = bar.clone();
@@ -162,7 +153,7 @@ pub fn run(args: &WebDatasetArgs) -> Result<()> {
             };
             Ok(values)
         });
-        args.shards.write(
+        args.target.shards.write(
             &writer.with_progress(move |done| bar.set_position(done)),
             &source,
         )
