@@ -48,6 +48,29 @@ pub fn run(root: &Path, command: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Makes the virtual environment `venv` with `python3 -m venv` (`FFCV_PYTHON` names
+/// another interpreter) unless it exists, then installs `packages` into it from the
+/// package index (already installed ones are kept).
+pub fn venv_with(root: &Path, venv: &Path, packages: &[&str]) -> Result<(), String> {
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        let base = std::env::var_os("FFCV_PYTHON").unwrap_or_else(|| "python3".into());
+        run(root, Command::new(&base).args(["-m", "venv"]).arg(venv))?;
+    }
+    run(
+        root,
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages),
+    )
+}
+
 /// Runs `cargo ARGS` in the workspace root with inherited stdio (less xtask's `cargo run`
 /// variables).
 pub fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {

@@ -16,7 +16,7 @@ mod wheel;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use command::{run, run_cargo};
+use command::{run, run_cargo, venv_with};
 use std::time::Instant;
 
 const USAGE: &str = "\
@@ -160,25 +160,16 @@ fn python_tests(root: &Path) -> Result<(), String> {
     let venv = root.join("target").join("python-venv");
     let bin = venv.join("bin");
     let python = bin.join("python");
-    if !python.exists() {
-        let base = std::env::var_os("FFCV_PYTHON").unwrap_or_else(|| "python3".into());
-        let venv_arg = venv.to_string_lossy().into_owned();
-        run(root, Command::new(&base).args(["-m", "venv", &venv_arg]))?;
-    }
-    run(
+    venv_with(
         root,
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
+        &venv,
+        &[
             "maturin>=1.5,<2",
             "numpy",
             "pytest",
             // FFCV's `from_webdataset` reads shards through it (test_webdataset.py).
             "webdataset",
-        ]),
+        ],
     )?;
     run(
         root,

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::command::run;
+use crate::command::{run, venv_with};
 
 /// Where the wheel lands, relative to the workspace root.
 pub const WHEEL_DIR: &str = "target/wheels";
@@ -85,19 +85,7 @@ fn find_maturin(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target/wheel-venv");
     let own = venv.join("bin/maturin");
     if !own.exists() {
-        let python = std::env::var_os("FFCV_PYTHON").unwrap_or_else(|| "python3".into());
-        run(root, Command::new(&python).args(["-m", "venv"]).arg(&venv))?;
-        run(
-            root,
-            Command::new(venv.join("bin/python")).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "maturin>=1.5,<2",
-            ]),
-        )?;
+        venv_with(root, &venv, &["maturin>=1.5,<2"])?;
     }
     Ok(own)
 }
