@@ -28,6 +28,23 @@ def as_numpy(x):
     return np.asarray(x)
 
 
+def scalar_pairs(batches):
+    """{sample id: the value's float64 bits} of batches of the `scalars` fixture (outputs
+    `index`, `value`), asserting each sample id comes once."""
+    out = {}
+    for index, value in batches:
+        for i, v in zip(np.asarray(index)[:, 0].tolist(),
+                        np.asarray(value).view(np.uint64)[:, 0].tolist()):
+            assert i not in out, f"sample {i} twice"
+            out[i] = v
+    return out
+
+
+def scalars_expected():
+    """{sample id: the value's float64 bits} of the whole `scalars` fixture, from FFCV."""
+    return dict(enumerate(int(b) for b in expected("scalars")["outputs"][1]["bits"]))
+
+
 def sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 

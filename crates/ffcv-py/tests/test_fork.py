@@ -13,7 +13,7 @@ import pickle
 import numpy as np
 import pytest
 
-from conftest import expected, fixture, torch_or_skip
+from conftest import fixture, scalar_pairs, scalars_expected, torch_or_skip
 from ffcv_rs import _native
 from ffcv_rs.errors import FFCVError
 from ffcv_rs.fields.decoders import FloatDecoder, IntDecoder
@@ -34,21 +34,6 @@ def scalars_loader(**kw):
     return Loader(fixture("scalars"), batch_size=7, num_workers=2, os_cache=False, seed=11,
                   drop_last=False,
                   pipelines={"index": [IntDecoder()], "value": [FloatDecoder()]}, **kw)
-
-
-def pairs(batches):
-    """{sample id: the value's float64 bits} of batches, each sample id once."""
-    out = {}
-    for index, value in batches:
-        for i, v in zip(np.asarray(index)[:, 0].tolist(),
-                        np.asarray(value).view(np.uint64)[:, 0].tolist()):
-            assert i not in out, f"sample {i} twice"
-            out[i] = v
-    return out
-
-
-def expected_pairs():
-    return dict(enumerate(int(b) for b in expected("scalars")["outputs"][1]["bits"]))
 
 
 def copied(batch):
@@ -101,8 +86,8 @@ def use_parents_loader(loader, it, out, held=None):
 def build_own_loader(out):
     """In any child: a loader of its own, one full epoch, then a second."""
     loader = scalars_loader()
-    first = pairs(copied(b) for b in loader)
-    second = pairs(copied(b) for b in loader)
+    first = scalar_pairs(copied(b) for b in loader)
+    second = scalar_pairs(copied(b) for b in loader)
     write(out, {"pid": os.getpid(), "first": sorted(first.items()),
                 "second": sorted(second.items()), "live_threads": loader.live_threads()})
 
@@ -128,8 +113,8 @@ def test_a_forked_child_using_the_parents_loader_gets_a_clear_error_and_the_pare
         assert "'spawn'" in message
     # The parent's epoch goes on where it was, then a whole new one.
     rest = [copied(b) for b in it]
-    assert pairs(head + rest) == expected_pairs()
-    assert pairs(copied(b) for b in loader) == expected_pairs()
+    assert scalar_pairs(head + rest) == scalars_expected()
+    assert scalar_pairs(copied(b) for b in loader) == scalars_expected()
     assert loader.live_threads() == 0
 
 
@@ -143,10 +128,10 @@ def test_a_child_builds_its_own_loader_while_the_parent_is_mid_epoch(tmp_path, m
     assert code == 0
     child = read(out)
     assert child["pid"] != os.getpid()
-    assert dict(map(tuple, child["first"])) == expected_pairs()
-    assert dict(map(tuple, child["second"])) == expected_pairs()
+    assert dict(map(tuple, child["first"])) == scalars_expected()
+    assert dict(map(tuple, child["second"])) == scalars_expected()
     assert child["live_threads"] == 0
-    assert pairs(head + [copied(b) for b in it]) == expected_pairs()
+    assert scalar_pairs(head + [copied(b) for b in it]) == scalars_expected()
 
 
 def run_transforms(transforms, out):
@@ -185,7 +170,7 @@ def test_spawn_refuses_to_send_a_loader_to_the_child(tmp_path):
     with pytest.raises((TypeError, pickle.PicklingError)):
         p.start()
     assert not (tmp_path / "never.json").exists()
-    assert pairs(copied(b) for b in loader) == expected_pairs()
+    assert scalar_pairs(copied(b) for b in loader) == scalars_expected()
 
 
 def test_forked_children_in_a_row_leave_the_parent_working(tmp_path):
@@ -196,8 +181,8 @@ def test_forked_children_in_a_row_leave_the_parent_working(tmp_path):
         head = [copied(next(it)) for _ in range(k + 1)]
         out = str(tmp_path / f"child{k}.json")
         assert run_child(ctx, build_own_loader, out) == 0
-        assert dict(map(tuple, read(out)["first"])) == expected_pairs()
-        assert pairs(head + [copied(b) for b in it]) == expected_pairs()
+        assert dict(map(tuple, read(out)["first"])) == scalars_expected()
+        assert scalar_pairs(head + [copied(b) for b in it]) == scalars_expected()
 
 
 # torch: a map-style Dataset that reads through ffcv_rs, under DataLoader workers.
@@ -216,7 +201,7 @@ class LazyFFCVDataset:
     def __getitem__(self, i):
         if self._pid != os.getpid():
             loader = scalars_loader(order=OrderOption.SEQUENTIAL)
-            self._rows = {k: v for k, v in pairs(copied(b) for b in loader).items()}
+            self._rows = {k: v for k, v in scalar_pairs(copied(b) for b in loader).items()}
             self._pid = os.getpid()
         # The bits as a signed int64, which torch's collation takes.
         return i, int(np.array(self._rows[i], dtype=np.uint64).view(np.int64)), os.getpid()
@@ -250,9 +235,9 @@ def test_torch_dataloader_workers_read_through_their_own_loaders():
             assert i not in got
             got[i] = b & 0xFFFFFFFFFFFFFFFF  # torch's int64 back to the unsigned bits
         pids.update(pid.tolist())
-    assert got == expected_pairs()
+    assert got == scalars_expected()
     assert len(pids) == 2 and os.getpid() not in pids
-    assert pairs(head + [copied(b) for b in it]) == expected_pairs()
+    assert scalar_pairs(head + [copied(b) for b in it]) == scalars_expected()
 
 
 def test_torch_dataloader_over_a_parents_loader_raises_the_fork_error():

@@ -10,27 +10,12 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import expected, fixture
+from conftest import fixture, scalar_pairs, scalars_expected
 from ffcv_rs.fields.decoders import BytesDecoder, FloatDecoder, IntDecoder
 from ffcv_rs.loader import Loader, OrderOption
 
 #: Seconds a thread may take; only a hang reaches it.
 THREAD_TIMEOUT_S = 120
-
-
-def scalar_pairs(batches):
-    """{sample id: the value's float64 bits}, asserting each sample id comes once."""
-    out = {}
-    for index, value in batches:
-        for i, v in zip(np.asarray(index)[:, 0].tolist(),
-                        np.asarray(value).view(np.uint64)[:, 0].tolist()):
-            assert i not in out, f"sample {i} twice"
-            out[i] = v
-    return out
-
-
-def scalars_expected():
-    return dict(enumerate(int(b) for b in expected("scalars")["outputs"][1]["bits"]))
 
 
 def run_threads(targets):
