@@ -12,15 +12,17 @@ finalization; no ``os._exit``). MODE:
   returns (in the other modes it lives until the interpreter's finalization);
 - ``inflight``: a whole epoch, then an ``all_reduce`` that is still running when the
   process group is destroyed (rank 1 joins it a second late) and whose tensor Python has
-  already dropped, so gloo's worker thread frees it during the destroy. Not in the tests:
-  with ``plain`` it hung every time, and with the recipe too in 1 of 2 runs (the recipe
-  covers a finished collective, not one still running);
+  already dropped, so gloo's worker thread frees it during the destroy (with ``plain`` it
+  hangs every time);
 - ``none``: no loader, only the ``all_gather_object``.
 
 The destroy is ``destroy_process_group()`` below, the recipe of docs/troubleshooting.md;
 with ``plain``, torch's own ``dist.destroy_process_group()``, which can hang in the first
 three modes and does hang every time in ``inflight`` (torch 2.5, gloo). The measurements
 of that entry are runs of this file.
+
+The record holds the names of the process's threads (``/proc/self/task/*/comm``) just
+before the destroy, so the test can tell which threads of the loader are alive at exit.
 
 Each rank writes ``OUT/<mode>-<rank>.json`` after the destroy returned, and
 ``OUT/<mode>-<rank>.exited`` from an atexit hook, which only a normal exit runs. The
@@ -52,19 +54,43 @@ def destroy_process_group() -> None:
 
     Holding each group's gloo backend moves the backend's destructor, which joins gloo's
     worker threads, out of the ProcessGroup's (which keeps the GIL) into the backend's
-    own, which releases the GIL first; a worker thread that is still freeing a finished
-    collective's tensors can then take it."""
+    own, which releases the GIL first; a worker thread that is still freeing a
+    collective's tensors (finished, or still running at the destroy) can then take it.
+    It only works if the destroy frees the last reference to each ProcessGroup: none may
+    be left in a variable."""
     backends = []
     for group in list(dist.distributed_c10d._world.pg_map):
         try:
             backends.append(group._get_backend(torch.device("cpu")))
         except RuntimeError:  # a group without a CPU (gloo) backend
             pass
+    # The loop variable still holds the last group: kept, it would make this function's
+    # return, not the destroy, free that ProcessGroup, and its destructor would then
+    # free the backend too (``del backends`` having let go of it) with the GIL held.
+    group = None
     dist.destroy_process_group()
     del backends
 
 
 KEPT = []
+
+
+def thread_names() -> list:
+    """The names of this process's threads, sorted (Linux: ``/proc/self/task``)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return sorted(names)
+
+
+def process_name() -> str:
+    """The main thread's name, which threads started without a name of their own keep."""
+    with open("/proc/self/comm") as f:
+        return f.read().strip()
 
 
 def main() -> None:
@@ -87,6 +113,7 @@ def main() -> None:
     everyone = [None] * world
     dist.all_gather_object(everyone, mine)
     live_threads = loader.live_threads() if loader is not None else 0
+    threads = thread_names()
     if mode == "inflight":
         if rank == 1:
             time.sleep(1)
@@ -104,7 +131,9 @@ def main() -> None:
     else:
         destroy_process_group()
     record = {"rank": rank, "world": world, "ids": mine, "everyone": everyone,
-              "live_threads": live_threads, "destroyed": not dist.is_initialized()}
+              "live_threads": live_threads, "threads": threads,
+              "process_name": process_name(),
+              "destroyed": not dist.is_initialized()}
     path = os.path.join(out, f"{mode}-{rank}.json")
     with open(path + ".tmp", "w") as f:
         json.dump(record, f)
