@@ -10,12 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from conftest import fixture
+from resume_support import assert_same, copies, jpeg_loader
 from ffcv_rs import ConfigError
 from ffcv_rs.fields import BytesField, IntField
-from ffcv_rs.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+from ffcv_rs.fields.decoders import IntDecoder
 from ffcv_rs.loader import Loader, OrderOption
-from ffcv_rs.transforms import RandomHorizontalFlip
 from ffcv_rs.traversal_order.base import TraversalOrder
 from ffcv_rs.writer import DatasetWriter
 
@@ -81,28 +80,6 @@ def test_ranks_split_the_current_set_as_they_split_the_first(blobs, order, world
         # Every id of the set, plus DistributedSampler's padding to a multiple of the world.
         assert set(got) == set(ids)
         assert len(got) == -(-len(ids) // world) * world
-
-
-def jpeg_loader(**kw):
-    args = dict(batch_size=3, num_workers=2, order=OrderOption.RANDOM, seed=11,
-                drop_last=False,
-                pipelines={"image": [RandomResizedCropRGBImageDecoder((24, 24)),
-                                     RandomHorizontalFlip()],
-                           "label": [IntDecoder()], "index": [IntDecoder()]})
-    args.update(kw)
-    return Loader(fixture("images_jpg"), **args)
-
-
-def copies(batches):
-    return [tuple(np.array(np.asarray(x), copy=True) for x in b) for b in batches]
-
-
-def assert_same(got, want):
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        for a, b in zip(g, w):
-            assert a.dtype == b.dtype and a.shape == b.shape, f"batch {i}"
-            assert np.array_equal(a, b), f"batch {i} differs"
 
 
 def hash64(ids):
