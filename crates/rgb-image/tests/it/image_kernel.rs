@@ -34,7 +34,8 @@ fn fixture(name: &str) -> (Reader, Vec<Vec<u8>>) {
     )
 }
 
-fn meta(reader: &Reader, sample: u64) -> (u8, u16, u16, &[u8]) {
+/// The stored image of `sample`'s `image` field, as the decoders read it.
+fn meta(reader: &Reader, sample: u64) -> StoredImage<'_> {
     let field = reader.field_index("image").unwrap();
     let FieldMetadata::RgbImage {
         mode,
@@ -45,7 +46,12 @@ fn meta(reader: &Reader, sample: u64) -> (u8, u16, u16, &[u8]) {
     else {
         panic!("not an image field");
     };
-    (mode, width, height, reader.data_at(data_ptr).unwrap())
+    StoredImage {
+        mode,
+        width,
+        height,
+        data: reader.data_at(data_ptr).unwrap(),
+    }
 }
 
 #[test]
@@ -56,17 +62,12 @@ fn simple_decoder_reproduces_images_raw() {
     let mut out = vec![0u8; 32 * 32 * 3];
     let mut rng = Pcg64Mcg::seed_from_u64(0);
     for (i, exp) in expected.iter().enumerate() {
-        let (mode, w, h, data) = meta(&reader, i as u64);
-        assert_eq!(mode, 1);
+        let image = meta(&reader, i as u64);
+        assert_eq!(image.mode, 1);
         kernel
             .decode_sample(
                 &RgbDecoderKind::Simple,
-                StoredImage {
-                    mode,
-                    width: w,
-                    height: h,
-                    data,
-                },
+                image,
                 &mut rng,
                 ImageOut {
                     pixels: &mut out,
@@ -89,16 +90,11 @@ fn center_crop_decoder_reproduces_images_jpg() {
     let mut out = vec![0u8; 32 * 32 * 3];
     let mut rng = Pcg64Mcg::seed_from_u64(0);
     for (i, exp) in expected.iter().enumerate() {
-        let (mode, w, h, data) = meta(&reader, i as u64);
+        let image = meta(&reader, i as u64);
         kernel
             .decode_sample(
                 &kind,
-                StoredImage {
-                    mode,
-                    width: w,
-                    height: h,
-                    data,
-                },
+                image,
                 &mut rng,
                 ImageOut {
                     pixels: &mut out,
@@ -121,17 +117,12 @@ fn random_resized_crop_is_reproducible_per_seed() {
         for i in 0..24u64 {
             // A generator per sample, as the loader derives from (seed, epoch, sample).
             let mut rng = Pcg64Mcg::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let (mode, w, h, data) = meta(&reader, i);
+            let image = meta(&reader, i);
             let mut out = vec![0u8; 24 * 40 * 3];
             kernel
                 .decode_sample(
                     &kind,
-                    StoredImage {
-                        mode,
-                        width: w,
-                        height: h,
-                        data,
-                    },
+                    image,
                     &mut rng,
                     ImageOut {
                         pixels: &mut out,
@@ -151,42 +142,47 @@ fn random_resized_crop_is_reproducible_per_seed() {
 #[test]
 fn bad_metadata_and_payloads_are_errors() {
     let (reader, _) = fixture("images_jpg");
-    let (mode, w, h, data) = meta(&reader, 0);
+    let image = meta(&reader, 0);
     let mut kernel = RgbDecoderKernel::new();
     let mut out = vec![0u8; 32 * 32 * 3];
     let mut rng = Pcg64Mcg::seed_from_u64(0);
     let cc = RgbDecoderKind::CenterCrop { ratio: 0.875 };
-    let mut call = |kind: &RgbDecoderKind, mode, w, h, data: &[u8], oh, ow| {
-        kernel.decode_sample(
-            kind,
-            StoredImage {
-                mode,
-                width: w,
-                height: h,
-                data,
-            },
-            &mut rng,
-            ImageOut {
-                pixels: &mut out,
-                height: oh,
-                width: ow,
-            },
-        )
+    let mut call = |kind: &RgbDecoderKind, image: StoredImage<'_>, height, width| {
+        let out = ImageOut {
+            pixels: &mut out,
+            height,
+            width,
+        };
+        kernel.decode_sample(kind, image, &mut rng, out)
     };
+    let data = image.data;
     // Metadata size disagreeing with the JPEG header.
-    assert!(call(&cc, mode, w + 1, h, data, 32, 32).is_err());
+    let wider = StoredImage {
+        width: image.width + 1,
+        ..image
+    };
+    assert!(call(&cc, wider, 32, 32).is_err());
     // Unknown mode byte.
-    assert!(call(&cc, 7, w, h, data, 32, 32).is_err());
+    assert!(call(&cc, StoredImage { mode: 7, ..image }, 32, 32).is_err());
     // Raw payload of the wrong length.
-    assert!(call(&cc, 1, w, h, &data[..10], 32, 32).is_err());
+    let raw = StoredImage {
+        mode: 1,
+        data: &data[..10],
+        ..image
+    };
+    assert!(call(&cc, raw, 32, 32).is_err());
     // Simple decoder with a size other than the output.
-    assert!(call(&RgbDecoderKind::Simple, mode, w, h, data, 32, 32).is_err());
+    assert!(call(&RgbDecoderKind::Simple, image, 32, 32).is_err());
     // Output buffer too small for the requested size.
-    assert!(call(&cc, mode, w, h, data, 40, 40).is_err());
+    assert!(call(&cc, image, 40, 40).is_err());
     // Truncated JPEG.
-    assert!(call(&cc, mode, w, h, &data[..data.len() / 2], 32, 32).is_err());
+    let cut = StoredImage {
+        data: &data[..data.len() / 2],
+        ..image
+    };
+    assert!(call(&cc, cut, 32, 32).is_err());
     // The kernel still works after the errors.
-    assert!(call(&cc, mode, w, h, data, 32, 32).is_ok());
+    assert!(call(&cc, image, 32, 32).is_ok());
 }
 
 /// The scikit-image photos (4:2:0, and `rocket` 4:4:4) with their sizes.
