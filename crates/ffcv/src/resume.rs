@@ -9,11 +9,13 @@
 //! byte), resuming with another world size starts a new stint over the samples no rank
 //! consumed. `docs/resume.md` has the guarantees and an example.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use traversal::{Distributed, ElasticEpoch, OrderKind, OrderSpec, Pool, SamplePages, Stint};
+use traversal::{
+    Distributed, ElasticEpoch, OrderKind, OrderSpec, Pool, SamplePages, Stint, TraversalOrder,
+};
 
 use beton_io::Reader;
 
@@ -23,6 +25,7 @@ use crate::error::{Error, Result};
 
 mod index_set;
 mod order_state;
+mod strided;
 pub use index_set::indices_hash;
 use index_set::{IndicesIdentity, hex};
 use order_state::OrderState;
@@ -262,6 +265,9 @@ pub(crate) struct ResumeContext {
     kind: &'static str,
     /// A custom order's [`traversal::TraversalOrder::identity`].
     custom: Option<String>,
+    /// A custom order that deals its ranks strided ([`TraversalOrder::strided_world`]):
+    /// its epochs resume under another world size (`resume/strided.rs`).
+    strided: Option<Arc<dyn TraversalOrder>>,
     distributed: bool,
     world_size: usize,
     rank: usize,
@@ -281,17 +287,24 @@ impl ResumeContext {
         distributed: Option<Distributed>,
         batch_size: usize,
     ) -> ResumeContext {
-        let custom = match order {
-            crate::Order::Custom(o) => o.identity(),
-            _ => None,
+        let (custom, strided) = match order {
+            crate::Order::Custom(o) => (
+                o.identity(),
+                o.strided_world().map(|world| (Arc::clone(o), world)),
+            ),
+            _ => (None, None),
         };
+        // A strided custom order splits its ranks itself (the loader is not in
+        // distributed mode), but its states record its world as a distributed loader's do.
+        let world = strided.as_ref().map(|(_, w)| *w).or(distributed);
         let order = order.kind();
         ResumeContext {
             kind: order.map_or("custom", OrderKind::name),
             custom,
+            strided: strided.map(|(o, _)| o),
             distributed: distributed.is_some(),
-            world_size: distributed.map_or(1, |d| d.world_size()),
-            rank: distributed.map_or(0, |d| d.rank()),
+            world_size: world.map_or(1, |d| d.world_size()),
+            rank: world.map_or(0, |d| d.rank()),
             buffer_pages: match order {
                 Some(OrderKind::QuasiRandom) => traversal::default_buffer_pages(batch_size),
                 _ => 0,
@@ -683,6 +696,17 @@ fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<Epo
                 earlier: Vec::new(),
             }),
         ));
+    }
+    if let Some(order) = &ctx.strided {
+        return strided::plan(
+            order.as_ref(),
+            state.epoch,
+            &records,
+            ctx,
+            (b, target.drop_last),
+        )
+        .map(|start| (state.epoch, Some(start)))
+        .map_err(refuse);
     }
     let kind: OrderKind = state.order.kind.parse().map_err(|_| {
         refuse(format!(

@@ -101,6 +101,26 @@ pub trait TraversalOrder: Send + Sync {
     fn identity(&self) -> Option<String> {
         None
     }
+
+    /// The ranks of an order that deals each epoch as [`Distributed::select`] does: rank
+    /// `r` of `W` takes positions `r, r + W, …` of one global order ([`strided_order`]),
+    /// padded from its start. A loader can then resume such an order's epoch with another
+    /// number of ranks: a new stint splits the positions no rank consumed, as for the
+    /// built-in orders ([`Pool`]). `None` (the default): the order splits its epochs its
+    /// own way, and an epoch resumes only with the world that saved it.
+    ///
+    /// [`strided_order`]: TraversalOrder::strided_order
+    fn strided_world(&self) -> Option<Distributed> {
+        None
+    }
+
+    /// The global order of `epoch` that [`strided_world`]'s ranks take strided positions
+    /// of (`None` when `strided_world` is `None`).
+    ///
+    /// [`strided_world`]: TraversalOrder::strided_world
+    fn strided_order(&self, _epoch: u64) -> Option<Vec<u64>> {
+        None
+    }
 }
 
 impl<T: TraversalOrder + ?Sized> TraversalOrder for Box<T> {
@@ -115,6 +135,14 @@ impl<T: TraversalOrder + ?Sized> TraversalOrder for Box<T> {
     fn identity(&self) -> Option<String> {
         (**self).identity()
     }
+
+    fn strided_world(&self) -> Option<Distributed> {
+        (**self).strided_world()
+    }
+
+    fn strided_order(&self, epoch: u64) -> Option<Vec<u64>> {
+        (**self).strided_order(epoch)
+    }
 }
 
 impl<T: TraversalOrder + ?Sized> TraversalOrder for std::sync::Arc<T> {
@@ -128,5 +156,13 @@ impl<T: TraversalOrder + ?Sized> TraversalOrder for std::sync::Arc<T> {
 
     fn identity(&self) -> Option<String> {
         (**self).identity()
+    }
+
+    fn strided_world(&self) -> Option<Distributed> {
+        (**self).strided_world()
+    }
+
+    fn strided_order(&self, epoch: u64) -> Option<Vec<u64>> {
+        (**self).strided_order(epoch)
     }
 }

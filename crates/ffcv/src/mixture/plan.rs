@@ -6,7 +6,7 @@
 //! is the definition.
 
 use sha2::{Digest, Sha256};
-use traversal::{OrderKind, OrderSpec, SamplePages, TraversalOrder};
+use traversal::{Distributed, OrderKind, OrderSpec, SamplePages, TraversalOrder};
 
 /// What a source does when its pass runs out inside an epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -266,11 +266,13 @@ impl MixtureOrder {
 }
 
 impl TraversalOrder for MixtureOrder {
-    /// Everything that decides the positions besides the file and the seed (which states
-    /// record anyway): the sources' sizes, the order kind, QuasiRandom's buffer, the epoch
-    /// length, the policy, the world and rank, the counts per source and a hash of the
-    /// source pattern (which the weights decide). A state saved under other weights,
-    /// another epoch length or another rank is then refused, not resumed as another order.
+    /// Everything that decides the global order besides the file and the seed (which
+    /// states record anyway): the sources' sizes, the order kind, QuasiRandom's buffer, the
+    /// epoch length, the policy, the counts per source and a hash of the source pattern
+    /// (which the weights decide). A state saved under other weights or another epoch
+    /// length is then refused, not resumed as another order. The world and rank are not
+    /// part of it: states record them as for every order ([`Self::strided_world`]), and
+    /// an epoch resumes under another world size elastically.
     fn identity(&self) -> Option<String> {
         let mut pattern = Sha256::new();
         for &s in &self.pattern {
@@ -284,13 +286,11 @@ impl TraversalOrder for MixtureOrder {
         let k = &self.knobs;
         Some(format!(
             "mixture(sources={sizes:?}, order={}, buffer_pages={}, samples_per_epoch={}, \
-             when_exhausted={}, world_size={}, rank={}, counts={:?}, pattern={pattern})",
+             when_exhausted={}, counts={:?}, pattern={pattern})",
             k.kind.name(),
             k.buffer_pages,
             k.samples_per_epoch,
             k.when_exhausted.name(),
-            k.world_size,
-            k.rank,
             self.counts
         ))
     }
@@ -299,15 +299,19 @@ impl TraversalOrder for MixtureOrder {
     /// order padded to a multiple of the world size `W` by repeating its first positions.
     fn order(&self, epoch: u64) -> Vec<u64> {
         let global = self.global_order(epoch);
-        let w = self.knobs.world_size;
-        if w == 1 || global.is_empty() {
-            return global;
+        match self.strided_world() {
+            Some(world) if world.world_size() > 1 => world.select(&global),
+            _ => global,
         }
-        let padded = global.len().div_ceil(w) * w;
-        (self.knobs.rank..padded)
-            .step_by(w)
-            .map(|p| global[p % global.len()])
-            .collect()
+    }
+
+    /// The mixture's ranks: its positions are dealt as [`Distributed::select`] deals them.
+    fn strided_world(&self) -> Option<Distributed> {
+        Distributed::new(self.knobs.world_size, self.knobs.rank).ok()
+    }
+
+    fn strided_order(&self, epoch: u64) -> Option<Vec<u64>> {
+        Some(self.global_order(epoch))
     }
 
     fn samples_per_epoch(&self) -> usize {

@@ -293,6 +293,139 @@ fn a_state_taken_mid_epoch_resumes_to_exactly_the_remaining_batches() {
     }
 }
 
+/// The ids of `epoch` that every rank of `world` yields after `skip` batches of 8, from
+/// mixtures made by `spec(rank, world)`, resumed from `state` when given: one list per rank.
+fn ranks_rest(
+    spec: &dyn Fn(usize, usize) -> ffcv::MixtureSpec,
+    world: usize,
+    state: Option<&LoaderState>,
+    take: Option<usize>,
+) -> (Vec<Vec<u64>>, Option<LoaderState>) {
+    let mut lists = Vec::new();
+    let mut saved = None;
+    for rank in 0..world {
+        let mut builder = spec(rank, world)
+            .loader()
+            .unwrap()
+            .batch_size(8)
+            .drop_last(false)
+            .num_workers(2);
+        if let Some(state) = state {
+            builder = builder.resume(LoaderState::from_json(&state.to_json()).unwrap());
+        }
+        let mut l = builder.build().unwrap();
+        let mut it = l.iter();
+        let got = batches(it.by_ref().take(take.unwrap_or(usize::MAX)));
+        if rank == world - 1 {
+            saved = Some(it.state());
+        }
+        drop(it);
+        let mut ids = Vec::new();
+        for (batch_ids, index) in got {
+            let as_index: Vec<i64> = batch_ids.iter().map(|&i| i as i64).collect();
+            assert_eq!(as_index, index, "values follow the ids");
+            ids.extend(batch_ids);
+        }
+        lists.push(ids);
+    }
+    (lists, saved)
+}
+
+/// What ranks `0..world` take of `pool` split strided (`DistributedSampler`'s rule: pad
+/// from the start, then every `world`-th position).
+fn strided(pool: &[u64], world: usize) -> Vec<Vec<u64>> {
+    let per_rank = pool.len().div_ceil(world);
+    (0..world)
+        .map(|r| {
+            (0..per_rank)
+                .map(|k| pool[(r + k * world) % pool.len()])
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_state_resumes_elastically_under_another_world_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = sources(dir.path());
+    for order in KINDS {
+        let spec = |rank: usize, world: usize| {
+            Loader::builder_mixture(src.clone(), &[0.5, 0.3, 0.2])
+                .order(order.clone())
+                .seed(13)
+                .samples_per_epoch(199)
+                .distributed(rank, world)
+        };
+        let global = spec(0, 1).open().unwrap().order().global_order(0);
+        for (w0, w1, w2) in [(1, 2, 3), (3, 2, 1), (2, 3, 2), (2, 1, 3)] {
+            let label = format!("{order:?} worlds {w0} -> {w1} -> {w2}");
+            // Stint 0: every rank of w0 takes 3 batches of its ordinary split.
+            let (first, state) = ranks_rest(&spec, w0, None, Some(3));
+            let expected0: Vec<Vec<u64>> = strided(&global, w0)
+                .into_iter()
+                .map(|ids| ids[..24].to_vec())
+                .collect();
+            assert_eq!(first, expected0, "{label}: stint 0");
+            let state = state.unwrap();
+            assert_eq!(state.stint_world_sizes(), vec![w0], "{label}");
+            // Stint 1: w1 ranks split the positions no rank consumed, take 2 batches.
+            let pool1 = global[24 * w0..].to_vec();
+            let (second, state) = ranks_rest(&spec, w1, Some(&state), Some(2));
+            let expected1: Vec<Vec<u64>> = strided(&pool1, w1)
+                .into_iter()
+                .map(|ids| ids[..16.min(ids.len())].to_vec())
+                .collect();
+            assert_eq!(second, expected1, "{label}: stint 1");
+            let state = state.unwrap();
+            assert_eq!(state.stint_world_sizes(), vec![w0, w1], "{label}");
+            // Stint 2: w2 ranks finish the epoch.
+            let pool2 = pool1[16 * w1..].to_vec();
+            let (third, state) = ranks_rest(&spec, w2, Some(&state), None);
+            assert_eq!(third, strided(&pool2, w2), "{label}: stint 2");
+            assert_eq!(state.unwrap().epoch(), 1, "{label}: the epoch ended");
+            // Every position of the epoch came once, besides fewer than `w` padding
+            // entries per stint.
+            let mut delivered: Vec<u64> = [first, second, third].concat().concat();
+            let mut want = global.clone();
+            delivered.sort_unstable();
+            want.sort_unstable();
+            let mut extra = delivered.clone();
+            for id in &want {
+                let at = extra
+                    .iter()
+                    .position(|x| x == id)
+                    .expect("a position missed");
+                extra.swap_remove(at);
+            }
+            assert!(
+                extra.len() < w0 + w1 + w2,
+                "{label}: {} repeats",
+                extra.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_state_resumes_every_rank_of_its_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = sources(dir.path());
+    let spec = |rank: usize, world: usize| {
+        Loader::builder_mixture(src.clone(), &[0.2, 0.5, 0.3])
+            .order(Order::Random)
+            .seed(2)
+            .samples_per_epoch(150)
+            .distributed(rank, world)
+    };
+    let (whole, _) = ranks_rest(&spec, 3, None, None);
+    // The last rank's state resumes each of the three ranks at its own position.
+    let (_, state) = ranks_rest(&spec, 3, None, Some(4));
+    let (rest, _) = ranks_rest(&spec, 3, state.as_ref(), None);
+    for rank in 0..3 {
+        assert_eq!(rest[rank], whole[rank][32..], "rank {rank}");
+    }
+}
+
 #[test]
 fn a_state_of_other_sources_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -320,7 +453,7 @@ fn a_state_of_other_sources_is_refused() {
 }
 
 #[test]
-fn a_state_of_other_weights_epoch_length_policy_or_rank_is_refused() {
+fn a_state_of_other_weights_epoch_length_or_policy_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let src = sources(dir.path());
     let spec = |weights: &[f64]| {
@@ -344,7 +477,6 @@ fn a_state_of_other_weights_epoch_length_policy_or_rank_is_refused() {
         spec(&[0.2, 0.3, 0.5]),
         spec(&[0.5, 0.3, 0.2]).samples_per_epoch(90),
         spec(&[0.5, 0.3, 0.2]).when_exhausted(WhenExhausted::Stop),
-        spec(&[0.5, 0.3, 0.2]).distributed(1, 2),
     ];
     for other in others {
         let err = builder(other).resume(state.clone()).build().err().unwrap();
