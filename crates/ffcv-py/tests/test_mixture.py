@@ -1,7 +1,8 @@
 """Weighted mixtures through ``Loader([...], weights=[...])``: the per-source counts of an
 epoch match the weights under every order, the same seed gives the same epoch, ``stop``
 repeats no sample, two ranks take disjoint positions that together are the epoch, a
-mid-epoch ``state_dict`` resumes exactly the rest, and bad weights or knobs raise
+mid-epoch ``state_dict`` resumes exactly the rest (with two ranks' state, on three ranks
+too), and bad weights or knobs raise
 ``ffcv_rs`` exceptions naming them. A list without ``weights`` is still a shard set."""
 
 import numpy as np
@@ -103,6 +104,27 @@ def test_a_mid_epoch_state_resumes_the_rest_exactly(sources, order):
                     seed=None, os_cache=False)
     second.load_state_dict(state)
     assert taken + ids_of(second) == whole
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_state_of_two_ranks_resumes_on_three(sources, order):
+    # 120 positions; each of two ranks takes 3 batches of 8 (positions 0..48 of the global
+    # order), then three ranks split the 72 left strided: 24 each, no padding.
+    kw = dict(order=order, samples_per_epoch=120)
+    whole = ids_of(loader(sources, [2, 1, 1], **kw))
+    saved = None
+    for r in range(2):
+        rank = loader(sources, [2, 1, 1], distributed=True, rank=r, world_size=2, **kw)
+        it = iter(rank)
+        taken = ids_of(next(it) for _ in range(3))
+        assert taken == whole[r:48:2]
+        saved = rank.state_dict()
+        del it
+    for r in range(3):
+        rank = loader(sources, [2, 1, 1], distributed=True, rank=r, world_size=3,
+                      os_cache=False, **kw)
+        rank.load_state_dict(saved)
+        assert ids_of(rank) == whole[48 + r::3]
 
 
 def test_bad_weights_and_knobs_raise(sources, tmp_path):
