@@ -50,8 +50,13 @@ pub struct Measurement {
     pub h2d_bytes: u64,
     /// Batches went through a GPU stage.
     pub gpu_stage: bool,
-    /// Peak resident set size of the process, when known.
+    /// Peak resident set size of the process (`VmHWM`, mapped file pages included),
+    /// when known.
     pub peak_rss_bytes: Option<u64>,
+    /// Peak of the memory the process held that the kernel cannot drop (anonymous and
+    /// shared pages, sampled during the window), when known: what memory pressure is
+    /// judged by.
+    pub peak_held_bytes: Option<u64>,
     /// Pipeline threads that ran.
     pub workers: usize,
     /// CPU seconds (user + system) the whole process used, when known.
@@ -167,6 +172,7 @@ impl Measurement {
             "h2d_bytes": self.h2d_bytes,
             "gpu_stage": self.gpu_stage,
             "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_held_bytes": self.peak_held_bytes,
             "workers": self.workers,
             "cpu_seconds": self.cpu_seconds,
             "storage_bytes_read": self.storage_bytes_read,
@@ -203,7 +209,7 @@ pub enum Resource {
     Storage,
     /// Decoding with all workers busy: more cores or a cheaper pipeline would help.
     Cpu,
-    /// RSS near the budget, the memory guard firing, or a file larger than the memory allowed.
+    /// Memory held near the budget, the memory guard firing, or a file larger than the memory allowed.
     Memory,
     /// Slot waits: the producer waits for room in the queue because the consumer does not
     /// take batches as fast as they are made.
@@ -254,6 +260,9 @@ pub struct Diagnosis {
     pub resource: Resource,
     /// The figures that show it, one sentence each.
     pub evidence: Vec<String>,
+    /// The peak memory held as a share of the memory limit, when both were known: memory
+    /// is named when it reaches [`MEMORY_PRESSURE_SHARE`].
+    pub memory_held_share: Option<f64>,
 }
 
 impl Diagnosis {
@@ -263,6 +272,7 @@ impl Diagnosis {
             "scarce_resource": self.resource.name(),
             "advice": self.resource.advice(),
             "evidence": self.evidence,
+            "memory_held_share": self.memory_held_share,
         })
     }
 }
@@ -299,6 +309,7 @@ pub fn diagnose_unmeasured(
     Some(Diagnosis {
         resource: Resource::Memory,
         evidence,
+        memory_held_share: None,
     })
 }
 
@@ -314,7 +325,7 @@ fn memory_reasons(
     }
     if rss_share.is_some_and(|s| s >= MEMORY_PRESSURE_SHARE) {
         reasons.push(format!(
-            "peak RSS is at least {:.0}% of the memory limit",
+            "the memory held peaked at {:.0}% of the memory limit or more",
             100.0 * MEMORY_PRESSURE_SHARE
         ));
     }
@@ -423,20 +434,31 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         )),
         None => evidence.push("no GPU stage".to_owned()),
     }
-    let rss_share = match (m.peak_rss_bytes, memory.limit_bytes) {
-        (Some(rss), Some(limit)) if limit > 0 => Some(rss as f64 / limit as f64),
+    // Mapped file pages are the kernel's cache, dropped under pressure: memory pressure
+    // is judged by the memory the process holds (anonymous and shared pages).
+    let rss_share = match (m.peak_held_bytes, memory.limit_bytes) {
+        (Some(held), Some(limit)) if limit > 0 => Some(held as f64 / limit as f64),
         _ => None,
     };
-    if let Some(rss) = m.peak_rss_bytes {
+    if let Some(held) = m.peak_held_bytes {
         evidence.push(match (memory.limit_bytes, rss_share) {
             (Some(limit), Some(s)) => format!(
-                "peak RSS {} ({:.0}% of the {} memory limit)",
-                super::rules::human_bytes(rss),
+                "peak memory held {} ({:.0}% of the {} memory limit; anonymous and shared pages)",
+                super::rules::human_bytes(held),
                 100.0 * s,
                 super::rules::human_bytes(limit)
             ),
-            _ => format!("peak RSS {}", super::rules::human_bytes(rss)),
+            _ => format!(
+                "peak memory held {} (anonymous and shared pages)",
+                super::rules::human_bytes(held)
+            ),
         });
+    }
+    if let Some(rss) = m.peak_rss_bytes {
+        evidence.push(format!(
+            "peak RSS {} (mapped file pages included)",
+            super::rules::human_bytes(rss)
+        ));
     }
 
     // A file larger than the memory is why the run started from the process cache with
@@ -454,6 +476,7 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         return Diagnosis {
             resource: Resource::Memory,
             evidence,
+            memory_held_share: rss_share,
         };
     }
 
@@ -465,6 +488,7 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
         return Diagnosis {
             resource: Resource::Storage,
             evidence,
+            memory_held_share: rss_share,
         };
     }
     let candidates = [
@@ -481,7 +505,11 @@ pub fn diagnose(measurement: &Measurement, memory: &MemoryContext) -> Diagnosis 
             .fold((Resource::Cpu, f64::NEG_INFINITY), |best, next| {
                 if next.1 > best.1 { next } else { best }
             });
-    Diagnosis { resource, evidence }
+    Diagnosis {
+        resource,
+        evidence,
+        memory_held_share: rss_share,
+    }
 }
 
 #[cfg(test)]

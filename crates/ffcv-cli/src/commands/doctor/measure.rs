@@ -53,12 +53,14 @@ pub fn measure(
     }
     reset_peak_rss();
     let warm_up = slice / 5;
-    take_batches(&mut loader, warm_up)?;
+    let mut held = HeldMemory::default();
+    take_batches(&mut loader, warm_up, &mut held)?;
 
     let before = loader.stats();
     let counters_before = ProcessCounters::now();
     let started = Instant::now();
-    let taken = take_batches(&mut loader, slice - warm_up)?;
+    let taken = take_batches(&mut loader, slice - warm_up, &mut held)?;
+    held.sample();
     let wall = started.elapsed().as_secs_f64();
     let after = loader.stats();
     let counted = counters_before.until(&ProcessCounters::now());
@@ -74,6 +76,7 @@ pub fn measure(
         h2d_bytes: after.h2d_bytes - before.h2d_bytes,
         gpu_stage: args.loader.device != ffcv::gpu::DeviceSpec::Cpu,
         peak_rss_bytes: peak_rss_bytes(),
+        peak_held_bytes: held.peak,
         workers: loader.num_workers(),
         cpu_seconds: counted.cpu_seconds,
         storage_bytes_read: after.storage_bytes_read - before.storage_bytes_read,
@@ -109,8 +112,56 @@ struct Taken {
     samples: u64,
 }
 
-/// Takes batches, epoch after epoch, until `limit` has passed (at least one batch).
-fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, RunError> {
+/// The peak of the memory the process holds that the kernel cannot drop: anonymous and
+/// shared pages (`RssAnon + RssShmem` of `/proc/self/status`), sampled as batches come.
+/// `VmHWM` also counts the file pages the process maps (the reader maps the file, and the
+/// OS cache reads samples through that map); those are the kernel's page cache, dropped
+/// under pressure, so they are not memory pressure, and how many stay mapped depends on
+/// the machine's load.
+#[derive(Default)]
+struct HeldMemory {
+    peak: Option<u64>,
+    last: Option<Instant>,
+}
+
+impl HeldMemory {
+    /// Reads the current figure into the peak.
+    fn sample(&mut self) {
+        self.last = Some(Instant::now());
+        if let Some(now) = held_bytes() {
+            self.peak = Some(self.peak.map_or(now, |p| p.max(now)));
+        }
+    }
+
+    /// Samples when the last sample is older than a few milliseconds (reading
+    /// `/proc/self/status` costs tens of microseconds; batches may come faster).
+    fn maybe_sample(&mut self) {
+        if self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(5))
+        {
+            self.sample();
+        }
+    }
+}
+
+/// `RssAnon + RssShmem` of `/proc/self/status`, in bytes.
+fn held_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    (kib("RssAnon:")? + kib("RssShmem:")?).checked_mul(1024)
+}
+
+/// Takes batches, epoch after epoch, until `limit` has passed (at least one batch),
+/// sampling the memory held as they come.
+fn take_batches(
+    loader: &mut Loader,
+    limit: Duration,
+    held: &mut HeldMemory,
+) -> Result<Taken, RunError> {
     let started = Instant::now();
     let mut taken = Taken { samples: 0 };
     loop {
@@ -121,6 +172,8 @@ fn take_batches(loader: &mut Loader, limit: Duration) -> Result<Taken, RunError>
             };
             let batch = batch.map_err(|err| RunError::from_loader(&err))?;
             taken.samples += batch.len() as u64;
+            // While the batch is held: its slot counts.
+            held.maybe_sample();
             drop(batch);
             if started.elapsed() >= limit {
                 return Ok(taken);

@@ -187,7 +187,9 @@ fn a_producer_stuck_in_the_gpu_stage_names_the_gpu_link() {
 fn memory_pressure_wins_over_any_wait() {
     let busy = Measurement {
         page_wait_seconds: 0.9,
-        peak_rss_bytes: Some(95),
+        peak_held_bytes: Some(95),
+        // Mapped file pages are not pressure.
+        peak_rss_bytes: Some(990),
         ..measurement(100.0)
     };
     let near_budget = MemoryContext {
