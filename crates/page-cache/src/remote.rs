@@ -8,8 +8,14 @@
 //! Transient failures (timeouts, 5xx, resets) are retried by `object_store` with bounded
 //! exponential backoff; each request has a timeout and a whole read an outer deadline, so
 //! nothing waits forever.
+//!
+//! Besides: [`listing`] lists a prefix's objects, [`stream::ObjectReader`] reads one object
+//! front to back (for formats read in sequence), and [`upload`] writes objects as
+//! multipart uploads committed only when complete.
 
 pub mod listing;
+pub mod stream;
+pub mod upload;
 
 use std::io;
 use std::sync::Arc;
@@ -200,95 +206,7 @@ impl ObjectSource {
         // reqwest is built without a default TLS provider (so no C-built crypto); give
         // rustls the `ring` one. Fails only if the process already chose one: fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let invalid = |e: object_store::Error| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
-        };
-        let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = match kind {
-            SourceKind::S3 | SourceKind::Gcs | SourceKind::Azure => {
-                let key = crate::store_url::key(url, kind)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                let location = ObjectPath::from_url_path(key).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
-                })?;
-                // Timeouts go in as configuration keys, not `with_client_options`, which
-                // would replace the client settings `from_env` read (`*_ALLOW_HTTP`, …).
-                let timeout = humantime(config.request_timeout);
-                let connect = humantime(config.connect_timeout);
-                let store: Arc<dyn ObjectStore> = match kind {
-                    SourceKind::S3 => Arc::new(
-                        AmazonS3Builder::from_env()
-                            .with_url(url)
-                            .with_config(
-                                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                                timeout,
-                            )
-                            .with_config(
-                                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                                connect,
-                            )
-                            .with_retry(config.retry())
-                            .build()
-                            .map_err(invalid)?,
-                    ),
-                    SourceKind::Gcs => Arc::new(
-                        GoogleCloudStorageBuilder::from_env()
-                            .with_url(url)
-                            .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), timeout)
-                            .with_config(
-                                GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                                connect,
-                            )
-                            .with_retry(config.retry())
-                            .build()
-                            .map_err(invalid)?,
-                    ),
-                    _ => Arc::new(
-                        MicrosoftAzureBuilder::from_env()
-                            .with_url(url)
-                            .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), timeout)
-                            .with_config(
-                                AzureConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                                connect,
-                            )
-                            .with_retry(config.retry())
-                            .build()
-                            .map_err(invalid)?,
-                    ),
-                };
-                (store, location)
-            }
-            _ => {
-                // The store is the directory; the object is the file name in it.
-                let (base, name) = url
-                    .rsplit_once('/')
-                    .filter(|(base, name)| {
-                        !name.is_empty()
-                            && base
-                                .split_once("://")
-                                .is_some_and(|(_, host)| !host.is_empty())
-                    })
-                    .ok_or_else(|| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{url}: an HTTP URL names a file: http://HOST/PATH"),
-                        )
-                    })?;
-                let options = ClientOptions::new()
-                    .with_allow_http(kind == SourceKind::Http && url.starts_with("http:"))
-                    .with_timeout(config.request_timeout)
-                    .with_connect_timeout(config.connect_timeout);
-                let store = HttpBuilder::new()
-                    .with_url(base)
-                    .with_client_options(options)
-                    .with_retry(config.retry())
-                    .build()
-                    .map_err(invalid)?;
-                let location = ObjectPath::from_url_path(name).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"))
-                })?;
-                (Arc::new(store), location)
-            }
-        };
+        let (store, location) = connect(url, kind, config)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("ffcv-object-store")
@@ -527,6 +445,100 @@ fn part_ranges(offset: u64, end: u64, part_bytes: u64) -> Vec<std::ops::Range<u6
             r
         })
         .collect()
+}
+
+/// The store `url` names and the object's path in it, configured from the environment
+/// (see [`ObjectSource::open`]) with `config`'s timeouts and retries. `kind` is the URL's
+/// ([`remote_kind`]).
+pub(crate) fn connect(
+    url: &str,
+    kind: SourceKind,
+    config: &RemoteConfig,
+) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    let invalid =
+        |e: object_store::Error| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}"));
+    let store_and_location: (Arc<dyn ObjectStore>, ObjectPath) = match kind {
+        SourceKind::S3 | SourceKind::Gcs | SourceKind::Azure => {
+            let key = crate::store_url::key(url, kind)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            let location = ObjectPath::from_url_path(key)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
+            // Timeouts go in as configuration keys, not `with_client_options`, which
+            // would replace the client settings `from_env` read (`*_ALLOW_HTTP`, …).
+            let timeout = humantime(config.request_timeout);
+            let connect = humantime(config.connect_timeout);
+            let store: Arc<dyn ObjectStore> = match kind {
+                SourceKind::S3 => Arc::new(
+                    AmazonS3Builder::from_env()
+                        .with_url(url)
+                        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                        .with_config(
+                            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                            connect,
+                        )
+                        .with_retry(config.retry())
+                        .build()
+                        .map_err(invalid)?,
+                ),
+                SourceKind::Gcs => Arc::new(
+                    GoogleCloudStorageBuilder::from_env()
+                        .with_url(url)
+                        .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                        .with_config(
+                            GoogleConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                            connect,
+                        )
+                        .with_retry(config.retry())
+                        .build()
+                        .map_err(invalid)?,
+                ),
+                _ => Arc::new(
+                    MicrosoftAzureBuilder::from_env()
+                        .with_url(url)
+                        .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                        .with_config(
+                            AzureConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                            connect,
+                        )
+                        .with_retry(config.retry())
+                        .build()
+                        .map_err(invalid)?,
+                ),
+            };
+            (store, location)
+        }
+        _ => {
+            // The store is the directory; the object is the file name in it.
+            let (base, name) = url
+                .rsplit_once('/')
+                .filter(|(base, name)| {
+                    !name.is_empty()
+                        && base
+                            .split_once("://")
+                            .is_some_and(|(_, host)| !host.is_empty())
+                })
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{url}: an HTTP URL names a file: http://HOST/PATH"),
+                    )
+                })?;
+            let options = ClientOptions::new()
+                .with_allow_http(kind == SourceKind::Http && url.starts_with("http:"))
+                .with_timeout(config.request_timeout)
+                .with_connect_timeout(config.connect_timeout);
+            let store = HttpBuilder::new()
+                .with_url(base)
+                .with_client_options(options)
+                .with_retry(config.retry())
+                .build()
+                .map_err(invalid)?;
+            let location = ObjectPath::from_url_path(name)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {e}")))?;
+            (Arc::new(store), location)
+        }
+    };
+    Ok(store_and_location)
 }
 
 fn humantime(d: Duration) -> String {

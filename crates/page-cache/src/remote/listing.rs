@@ -16,6 +16,16 @@ use crate::source::SourceKind;
 /// prefix's own "directory" is listed (one `LIST` with a delimiter), so objects deeper
 /// than it are not found. HTTP(S) servers have no listing: an error says so.
 pub fn list_prefix(prefix_url: &str, config: &RemoteConfig) -> io::Result<Vec<String>> {
+    list_prefix_ending(prefix_url, ".beton", config)
+}
+
+/// As [`list_prefix`], for the objects whose key ends with `suffix` (`.tar` for WebDataset
+/// shards, `.parquet`, …).
+pub fn list_prefix_ending(
+    prefix_url: &str,
+    suffix: &str,
+    config: &RemoteConfig,
+) -> io::Result<Vec<String>> {
     let invalid = |reason: String| io::Error::new(io::ErrorKind::InvalidInput, reason);
     if super::remote_kind(prefix_url) != Some(SourceKind::S3) {
         return Err(invalid(format!(
@@ -67,7 +77,7 @@ pub fn list_prefix(prefix_url: &str, config: &RemoteConfig) -> io::Result<Vec<St
         .objects
         .into_iter()
         .map(|o| o.location.to_string())
-        .filter(|k| k.starts_with(key) && k.ends_with(".beton"))
+        .filter(|k| k.starts_with(key) && k.ends_with(suffix))
         .collect();
     keys.sort();
     Ok(keys

@@ -12,4 +12,5 @@ mod process_matches_os;
 mod remote_azure;
 mod remote_http;
 mod remote_s3;
+mod remote_upload;
 mod retention;
