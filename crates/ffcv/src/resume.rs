@@ -25,10 +25,13 @@ use crate::error::{Error, Result};
 
 mod index_set;
 mod order_state;
+mod stint;
 mod strided;
 pub use index_set::indices_hash;
 use index_set::{IndicesIdentity, hex};
 use order_state::OrderState;
+use stint::batches_of;
+pub(crate) use stint::{EpochStart, StintRecord};
 
 /// The newest state format this build writes and reads.
 ///
@@ -447,24 +450,6 @@ fn template<'a>(facts: &LoaderFacts<'a>) -> &'a LoaderState {
     })
 }
 
-/// One stint of an epoch as an iterator knows it: world size and batches consumed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StintRecord {
-    world_size: usize,
-    batches: u64,
-}
-
-/// How an epoch starts: the ordinary order from its first batch, or a resumed position.
-#[derive(Debug, Default)]
-pub(crate) struct EpochStart {
-    /// This rank's order for the stint; `None`: the loader's own order of the epoch.
-    pub(crate) order: Option<Vec<u64>>,
-    /// Batches of the stint this rank consumed before the iterator starts.
-    pub(crate) skip: usize,
-    /// The epoch's stints before the current one.
-    pub(crate) earlier: Vec<StintRecord>,
-}
-
 /// The state of the loader in `epoch`, after `earlier` stints and `consumed`
 /// batches of the current one (no stint at all when `consumed` is `None`: the start of
 /// the epoch). O(world size + stints + fields): the fixed part is computed once.
@@ -489,15 +474,6 @@ pub(crate) fn state_at(
         }))
         .collect();
     state
-}
-
-/// Batches of a rank's order of `samples` samples.
-fn batches_of(samples: usize, batch_size: usize, drop_last: bool) -> usize {
-    if drop_last {
-        samples / batch_size
-    } else {
-        samples.div_ceil(batch_size)
-    }
 }
 
 /// What a state is resumed into: a loader, or just its order (`ffcv order --resume`).
@@ -702,7 +678,7 @@ fn plan_for(target: &Target<'_>, state: &LoaderState) -> Result<(u64, Option<Epo
             order.as_ref(),
             state.epoch,
             &records,
-            ctx,
+            (ctx.world_size, ctx.rank),
             (b, target.drop_last),
         )
         .map(|start| (state.epoch, Some(start)))

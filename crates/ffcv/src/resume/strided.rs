@@ -7,16 +7,16 @@
 
 use traversal::{Pool, TraversalOrder};
 
-use super::{EpochStart, ResumeContext, StintRecord, batches_of};
+use super::stint::{EpochStart, StintRecord, batches_of};
 
-/// Where `epoch` resumes for this loader (`ctx`'s world and rank) after the `records`
+/// Where `epoch` resumes for rank `rank` of `world_size` after the `records`
 /// stints (at least one), with `(batch size, drop_last)`. The error is the reason a
 /// state does not fit.
 pub(super) fn plan(
     order: &dyn TraversalOrder,
     epoch: u64,
     records: &[StintRecord],
-    ctx: &ResumeContext,
+    (world_size, rank): (usize, usize),
     (batch_size, drop_last): (usize, bool),
 ) -> Result<EpochStart, String> {
     let global = order.strided_order(epoch).ok_or_else(|| {
@@ -51,7 +51,7 @@ pub(super) fn plan(
                 .map_err(traversal)?;
         }
     }
-    let (pool, skip, earlier) = if last.world_size == ctx.world_size {
+    let (pool, skip, earlier) = if last.world_size == world_size {
         // Continue the last stint: its split, after the batches it consumed.
         (
             pool,
@@ -65,14 +65,12 @@ pub(super) fn plan(
             .map_err(traversal)?;
         (left, 0, records.to_vec())
     };
-    let share = pool
-        .share(ctx.world_size, ctx.rank, None)
-        .map_err(traversal)?;
+    let share = pool.share(world_size, rank, None).map_err(traversal)?;
     tracing::debug!(
         epoch,
         stints = earlier.len() + 1,
-        world_size = ctx.world_size,
-        rank = ctx.rank,
+        world_size,
+        rank,
         samples = share.order.len(),
         skip,
         "resuming a strided custom order's epoch"
