@@ -110,6 +110,17 @@ pub struct VarArrayArgs {
     pub inner_shape: Vec<u64>,
 }
 
+/// The arguments of an ImageField (an ffcv-rs image kind beyond FFCV's RGB8): the
+/// channels and the bits per channel sample of every image of the field. Checked, encoded
+/// and decoded in `fields/image.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ImageArgs {
+    /// Channels per pixel: 1 (gray), 3 (RGB) or 4 (RGBA).
+    pub channels: u8,
+    /// Bits per channel sample: 8 or 16.
+    pub bits: u8,
+}
+
 impl NdArrayArgs {
     /// `dtype` and `shape` together.
     pub fn new(dtype: NumpyDtype, shape: Vec<u64>) -> NdArrayArgs {
@@ -219,6 +230,10 @@ pub enum FieldType {
     /// Type id 3 with tagged arguments (an ffcv-rs extension FFCV reads as a `BytesField`):
     /// an array per sample with a variable leading dimension.
     VarArray(VarArrayArgs),
+    /// Type id 3 with tagged arguments (an ffcv-rs extension FFCV reads as a `BytesField`):
+    /// an image per sample with 1, 3 or 4 channels of 8 or 16 bits, stored as a JPEG, a
+    /// PNG or raw pixels behind a small header (`docs/format.md`, "Image arguments").
+    Image(ImageArgs),
     /// Type id 255 (or a field overridden by name): a user-registered field type, read and
     /// written through its [`crate::CustomHandler`].
     Custom,
@@ -316,6 +331,13 @@ pub enum FieldMetadata {
         /// Length in bytes.
         size: u64,
     },
+    /// An ImageField's stored image (JPEG, PNG or raw) at `ptr`, `size` bytes long.
+    Image {
+        /// Offset in the file.
+        ptr: u64,
+        /// Length in bytes.
+        size: u64,
+    },
     /// A custom field: read its bytes with [`crate::Reader::metadata_bytes`].
     Custom,
 }
@@ -327,6 +349,7 @@ impl FieldMetadata {
             FieldMetadata::Bytes { ptr, .. }
             | FieldMetadata::Json { ptr, .. }
             | FieldMetadata::VarArray { ptr, .. }
+            | FieldMetadata::Image { ptr, .. }
             | FieldMetadata::NdArray { ptr }
             | FieldMetadata::TorchTensor { ptr }
             | FieldMetadata::FixedBytes { ptr } => Some(ptr),

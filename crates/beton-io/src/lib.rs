@@ -69,7 +69,7 @@ pub use error::{Error, Result, SourceError};
 pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,
-    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, Layout, MAX_DIMS, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    IMAGE_MODE_JPEG, IMAGE_MODE_RAW, ImageArgs, Layout, MAX_DIMS, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
     MIN_READ_PAGE_SIZE, NAME_SIZE, NDARRAY_ARGS_HEADER, NdArrayArgs, VERSION, VarArrayArgs,
 };
 pub use json::{JsonValue, python_float_repr};

@@ -1,6 +1,7 @@
 //! `BytesField` (type id 3): variable-length bytes in the data region; the metadata is the
 //! packed `{ptr: u64, size: u64}`. FFCV writes zero arguments; an argument block opening
-//! with `VAR_ARRAY_MAGIC` describes a `VarArrayField` instead (`var_array.rs`).
+//! with `VAR_ARRAY_MAGIC` describes a `VarArrayField` instead (`var_array.rs`), one opening
+//! with `IMAGE_MAGIC` an `ImageField` (`image.rs`).
 
 use std::borrow::Cow;
 
@@ -24,6 +25,9 @@ impl FieldKind for BytesKind {
         // dtype and shape there; any other content is FFCV's and stays a BytesField.
         if crate::format::VarArrayArgs::is_tagged(args) {
             return super::var_array::VarArrayKind.parse_arguments(args);
+        }
+        if crate::format::ImageArgs::is_tagged(args) {
+            return super::image::ImageKind.parse_arguments(args);
         }
         Ok(FieldType::Bytes)
     }

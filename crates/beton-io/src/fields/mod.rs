@@ -22,6 +22,7 @@ pub mod bytes;
 pub mod custom;
 pub mod fixed_bytes;
 pub mod float;
+pub mod image;
 pub mod int;
 pub mod json;
 mod kind;
@@ -67,6 +68,7 @@ impl FieldType {
             FieldType::TorchTensor(_) => &ndarray::TORCH_TENSOR,
             FieldType::FixedBytes(_) => &fixed_bytes::FixedBytesKind,
             FieldType::VarArray(_) => &var_array::VarArrayKind,
+            FieldType::Image(_) => &image::ImageKind,
             FieldType::Custom => return None,
         })
     }

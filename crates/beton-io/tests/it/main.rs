@@ -6,6 +6,7 @@ mod corrupt_files;
 mod custom_fields;
 mod fixed_bytes_field;
 mod fixtures_compat;
+mod image_field;
 mod python_json;
 mod ranged_open;
 mod shard_write;
