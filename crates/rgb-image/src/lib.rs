@@ -73,7 +73,9 @@ mod ifast_idct;
 mod jpeg;
 mod kernel;
 mod libjpeg_enc;
+mod pixels;
 mod resize;
+mod resize_kinds;
 mod resize_rows;
 mod scaled_idct;
 mod segments;
@@ -83,6 +85,7 @@ mod simd_resize;
 mod simd_tests;
 mod synthetic;
 mod turbo;
+mod views;
 
 pub use accurate::decode_jpeg_accurate;
 pub use crop::{CropBox, RandomResizedCrop, center_crop_box, random_resized_crop_box};
@@ -96,9 +99,18 @@ pub use frame::{FrameComponent, JpegFrame};
 pub use jpeg::{JpegDecoder, JpegInfo, decode_jpeg, decode_jpeg_into, encode_jpeg, jpeg_info};
 pub use kernel::{ImageOut, RgbDecoderKernel, RgbDecoderKind, StoredImage};
 pub use libjpeg_enc::{LibjpegEncodeError, MAX_SIDE as JPEG_MAX_SIDE, encode_like_libjpeg};
+pub use pixels::{
+    PixelDecoderKernel, PixelImage, StoredFormat, StoredHeader, encode_png, encode_raw,
+    native_args, read_pixels_bytes, store_image_bytes, stored_header,
+};
 pub use resize::{AreaResizer, resize_area_into};
+pub use resize_kinds::KindResizer;
 pub use scaled_idct::dct_scaled_crop;
 pub use synthetic::{SyntheticImageSpec, synthetic_image, synthetic_jpeg};
+pub use views::{
+    ENTROPY_COST, ImageView, PIXEL_COST, ViewsDecode, ViewsKernel, ViewsPolicy, prefers_once,
+    union_box,
+};
 
 use std::path::PathBuf;
 

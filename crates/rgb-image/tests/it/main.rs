@@ -9,5 +9,7 @@ mod image_encode;
 mod image_encode_libjpeg;
 mod image_jpeg_layouts;
 mod image_kernel;
+mod image_kinds;
 mod image_resize;
 mod image_sources;
+mod image_views;
