@@ -11,6 +11,7 @@ use crate::state::ElemType;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum V {
     U8(u8),
+    U16(u16),
     I32(i32),
     I64(i64),
     /// The bits of a binary16.
@@ -23,6 +24,7 @@ impl V {
     pub(crate) fn from_bits(t: ElemType, b: u64) -> V {
         match t {
             ElemType::U8 => V::U8(b as u8),
+            ElemType::U16 => V::U16(b as u16),
             ElemType::I32 => V::I32(b as u32 as i32),
             ElemType::I64 => V::I64(b as i64),
             ElemType::F16 => V::F16(b as u16),
@@ -36,6 +38,7 @@ impl V {
         let b = &bytes[elem * s..elem * s + s];
         match t {
             ElemType::U8 => V::U8(b[0]),
+            ElemType::U16 => V::U16(u16::from_ne_bytes([b[0], b[1]])),
             ElemType::I32 => V::I32(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
             ElemType::I64 => V::I64(i64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))),
             ElemType::F16 => V::F16(u16::from_ne_bytes([b[0], b[1]])),
@@ -47,6 +50,7 @@ impl V {
     pub(crate) fn write(self, bytes: &mut [u8], elem: usize) {
         match self {
             V::U8(v) => bytes[elem] = v,
+            V::U16(v) => bytes[elem * 2..elem * 2 + 2].copy_from_slice(&v.to_ne_bytes()),
             V::I32(v) => bytes[elem * 4..elem * 4 + 4].copy_from_slice(&v.to_ne_bytes()),
             V::I64(v) => bytes[elem * 8..elem * 8 + 8].copy_from_slice(&v.to_ne_bytes()),
             V::F16(v) => bytes[elem * 2..elem * 2 + 2].copy_from_slice(&v.to_ne_bytes()),
@@ -58,6 +62,7 @@ impl V {
     fn as_i64(self) -> i64 {
         match self {
             V::U8(v) => i64::from(v),
+            V::U16(v) => i64::from(v),
             V::I32(v) => i64::from(v),
             V::I64(v) => v,
             V::F16(v) => f16_to_f64(v) as i64,
@@ -71,6 +76,7 @@ impl V {
             ($x:expr) => {
                 match t {
                     ElemType::U8 => V::U8($x as u8),
+                    ElemType::U16 => V::U16($x as u16),
                     ElemType::I32 => V::I32($x as i32),
                     ElemType::I64 => V::I64($x as i64),
                     ElemType::F16 => V::F16(f16_from_f64($x as f64)),
@@ -81,6 +87,7 @@ impl V {
         }
         match self {
             V::U8(x) => conv!(x),
+            V::U16(x) => conv!(x),
             V::I32(x) => conv!(x),
             V::I64(x) => conv!(x),
             V::F16(x) => conv!(f16_to_f64(x)),
@@ -154,6 +161,7 @@ fn bin(op: BinOp, a: V, b: V) -> V {
     }
     match (a, b) {
         (V::U8(x), V::U8(y)) => int!(U8, x, y),
+        (V::U16(x), V::U16(y)) => int!(U16, x, y),
         (V::I32(x), V::I32(y)) => int!(I32, x, y),
         (V::I64(x), V::I64(y)) => int!(I64, x, y),
         (V::F32(x), V::F32(y)) => V::F32(match op {

@@ -622,13 +622,14 @@ macro_rules! elem {
             }
         }
         impl CastTo<u8> for $t { fn cast(self) -> u8 { self as u8 } }
+        impl CastTo<u16> for $t { fn cast(self) -> u16 { self as u16 } }
         impl CastTo<i32> for $t { fn cast(self) -> i32 { self as i32 } }
         impl CastTo<i64> for $t { fn cast(self) -> i64 { self as i64 } }
         impl CastTo<f32> for $t { fn cast(self) -> f32 { self as f32 } }
         impl CastTo<f64> for $t { fn cast(self) -> f64 { self as f64 } }
     )*};
 }
-elem!(u8, i32, i64, f32, f64);
+elem!(u8, u16, i32, i64, f32, f64);
 
 fn convert_as<A: Elem + CastTo<B>, B: Elem>(inp: &[u8], out: &mut [u8]) {
     for (i, o) in inp.chunks_exact(A::SIZE).zip(out.chunks_exact_mut(B::SIZE)) {
@@ -636,7 +637,9 @@ fn convert_as<A: Elem + CastTo<B>, B: Elem>(inp: &[u8], out: &mut [u8]) {
     }
 }
 
-fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> + CastTo<f64>>(
+fn convert_from<
+    A: Elem + CastTo<u8> + CastTo<u16> + CastTo<i32> + CastTo<i64> + CastTo<f32> + CastTo<f64>,
+>(
     inp: &[u8],
     out: &mut [u8],
     from: ElemType,
@@ -644,6 +647,7 @@ fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> +
 ) {
     match to {
         ElemType::U8 => convert_as::<A, u8>(inp, out),
+        ElemType::U16 => convert_as::<A, u16>(inp, out),
         ElemType::I32 => convert_as::<A, i32>(inp, out),
         ElemType::I64 => convert_as::<A, i64>(inp, out),
         ElemType::F32 => convert_as::<A, f32>(inp, out),
@@ -656,6 +660,7 @@ fn convert_from<A: Elem + CastTo<u8> + CastTo<i32> + CastTo<i64> + CastTo<f32> +
 fn convert(inp: &[u8], out: &mut [u8], from: ElemType, to: ElemType) {
     match from {
         ElemType::U8 => convert_from::<u8>(inp, out, from, to),
+        ElemType::U16 => convert_from::<u16>(inp, out, from, to),
         ElemType::I32 => convert_from::<i32>(inp, out, from, to),
         ElemType::I64 => convert_from::<i64>(inp, out, from, to),
         ElemType::F32 => convert_from::<f32>(inp, out, from, to),

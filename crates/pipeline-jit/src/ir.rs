@@ -153,6 +153,7 @@ pub struct ExprKernel {
 pub fn bits_of(dtype: ElemType, v: f64) -> u64 {
     match dtype {
         ElemType::U8 => u64::from(v as u8),
+        ElemType::U16 => u64::from(v as u16),
         ElemType::I32 => u64::from((v as i32) as u32),
         ElemType::I64 => (v as i64) as u64,
         ElemType::F16 => u64::from(crate::half::f16_from_f64(v)),

@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 pub enum ElemType {
     /// Unsigned 8-bit integer.
     U8,
+    /// Unsigned 16-bit integer (16-bit image samples).
+    U16,
     /// Signed 32-bit integer.
     I32,
     /// Signed 64-bit integer.
@@ -25,7 +27,7 @@ impl ElemType {
     pub fn size(self) -> usize {
         match self {
             ElemType::U8 => 1,
-            ElemType::F16 => 2,
+            ElemType::U16 | ElemType::F16 => 2,
             ElemType::I32 | ElemType::F32 => 4,
             ElemType::I64 | ElemType::F64 => 8,
         }
@@ -37,8 +39,9 @@ impl ElemType {
     }
 
     /// All element types, for tests and enumeration.
-    pub const ALL: [ElemType; 6] = [
+    pub const ALL: [ElemType; 7] = [
         ElemType::U8,
+        ElemType::U16,
         ElemType::I32,
         ElemType::I64,
         ElemType::F16,

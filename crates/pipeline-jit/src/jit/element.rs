@@ -18,6 +18,7 @@ use crate::state::ElemType;
 fn clif(t: ElemType) -> Type {
     match t {
         ElemType::U8 => types::I8,
+        ElemType::U16 => types::I16,
         ElemType::I32 => types::I32,
         ElemType::I64 => types::I64,
         // Binary16 lives in registers as its bits; arithmetic goes through f64.
@@ -186,12 +187,13 @@ impl Gen<'_, '_> {
         let op = match t {
             ElemType::U8 => 3,
             ElemType::I32 => 4,
+            ElemType::U16 => 5,
             _ => return v,
         };
         if let Some(&r) = self.memo.get(&(op, v, 0)) {
             return r;
         }
-        let r = if op == 3 {
+        let r = if op != 4 {
             self.b.ins().uextend(types::I64, v)
         } else {
             self.b.ins().sextend(types::I64, v)
@@ -233,6 +235,7 @@ impl Gen<'_, '_> {
     pub(super) fn konst(&mut self, t: ElemType, bits: u64) -> Value {
         match t {
             ElemType::U8 => self.b.ins().iconst(types::I8, (bits & 0xff) as i64),
+            ElemType::U16 => self.b.ins().iconst(types::I16, (bits & 0xffff) as i64),
             ElemType::I32 => self.b.ins().iconst(types::I32, i64::from(bits as u32)),
             ElemType::I64 => self.b.ins().iconst(types::I64, bits as i64),
             ElemType::F16 => self.b.ins().iconst(types::I16, (bits & 0xffff) as i64),
@@ -256,6 +259,7 @@ impl Gen<'_, '_> {
             Index::Rand(k) => Some(el.seg.rand_range[*k]),
             Index::Value(e) => match e.dtype(el.seg.in_dtype).ok()? {
                 ElemType::U8 => Some((0, 255)),
+                ElemType::U16 => Some((0, 65535)),
                 ElemType::I32 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
                 _ => None,
             },
@@ -492,10 +496,10 @@ impl Gen<'_, '_> {
         }
         let ins = self.b.ins();
         match (from, to) {
-            (U8, I32 | I64) => ins.uextend(clif(to), v),
+            (U8, U16 | I32 | I64) | (U16, I32 | I64) => ins.uextend(clif(to), v),
             (I32, I64) => ins.sextend(types::I64, v),
-            (I32 | I64, U8) | (I64, I32) => ins.ireduce(clif(to), v),
-            (U8, F32 | F64) => {
+            (U16 | I32 | I64, U8) | (I32 | I64, U16) | (I64, I32) => ins.ireduce(clif(to), v),
+            (U8 | U16, F32 | F64) => {
                 let w = ins.uextend(types::I32, v);
                 self.b.ins().fcvt_from_sint(clif(to), w)
             }
@@ -508,6 +512,14 @@ impl Gen<'_, '_> {
                 let w = self.b.ins().smax(w, zero);
                 let w = self.b.ins().smin(w, max);
                 self.b.ins().ireduce(types::I8, w)
+            }
+            (F32 | F64, U16) => {
+                let w = ins.fcvt_to_sint_sat(types::I32, v);
+                let zero = self.b.ins().iconst(types::I32, 0);
+                let max = self.b.ins().iconst(types::I32, 65535);
+                let w = self.b.ins().smax(w, zero);
+                let w = self.b.ins().smin(w, max);
+                self.b.ins().ireduce(types::I16, w)
             }
             (F32, F64) => ins.fpromote(types::F64, v),
             (F64, F32) => ins.fdemote(types::F32, v),
@@ -544,8 +556,8 @@ pub(super) fn emit_bin(
             // Integer division is rejected by validation (and kept out of vector code by
             // `vector_bin`); keep emission total.
             BinOp::Div => x,
-            BinOp::Min if t == ElemType::U8 => ins.umin(x, y),
-            BinOp::Max if t == ElemType::U8 => ins.umax(x, y),
+            BinOp::Min if matches!(t, ElemType::U8 | ElemType::U16) => ins.umin(x, y),
+            BinOp::Max if matches!(t, ElemType::U8 | ElemType::U16) => ins.umax(x, y),
             BinOp::Min => ins.smin(x, y),
             BinOp::Max => ins.smax(x, y),
         }

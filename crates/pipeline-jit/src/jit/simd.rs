@@ -91,6 +91,7 @@ fn host_fma() -> bool {
 pub(super) fn vty(t: ElemType) -> Type {
     match t {
         ElemType::U8 => types::I8X16,
+        ElemType::U16 => types::I16X8,
         ElemType::I32 => types::I32X4,
         ElemType::I64 => types::I64X2,
         ElemType::F16 => types::I16X8,
@@ -106,7 +107,8 @@ fn vector_bin(op: BinOp, t: ElemType) -> bool {
         ElemType::I32 => op != BinOp::Div,
         ElemType::U8 => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Min | BinOp::Max),
         ElemType::I64 => matches!(op, BinOp::Add | BinOp::Sub),
-        ElemType::F16 => false,
+        // Scalar code per lane, gathered: no vector form is checked against it yet.
+        ElemType::U16 | ElemType::F16 => false,
     }
 }
 

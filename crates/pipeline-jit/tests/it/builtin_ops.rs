@@ -294,6 +294,7 @@ fn flip_normalize_to_chw_fuses_into_one_segment() {
 fn as_bytes(t: ElemType, v: f64) -> Vec<u8> {
     match t {
         ElemType::U8 => vec![v as u8],
+        ElemType::U16 => (v as u16).to_ne_bytes().to_vec(),
         ElemType::I32 => (v as i32).to_ne_bytes().to_vec(),
         ElemType::I64 => (v as i64).to_ne_bytes().to_vec(),
         ElemType::F16 => f16_from_f64(v).to_ne_bytes().to_vec(),
@@ -309,6 +310,7 @@ fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
         ($x:expr) => {
             match to {
                 ElemType::U8 => vec![$x as u8],
+                ElemType::U16 => ($x as u16).to_ne_bytes().to_vec(),
                 ElemType::I32 => ($x as i32).to_ne_bytes().to_vec(),
                 ElemType::I64 => ($x as i64).to_ne_bytes().to_vec(),
                 ElemType::F16 => f16_from_f64($x as f64).to_ne_bytes().to_vec(),
@@ -319,6 +321,7 @@ fn cast_bytes(from: ElemType, to: ElemType, b: &[u8]) -> Vec<u8> {
     }
     match from {
         ElemType::U8 => to!(b[0]),
+        ElemType::U16 => to!(u16::from_ne_bytes(b.try_into().unwrap())),
         ElemType::I32 => to!(i32::from_ne_bytes(b.try_into().unwrap())),
         ElemType::I64 => to!(i64::from_ne_bytes(b.try_into().unwrap())),
         ElemType::F16 => to!(f16_to_f64(u16::from_ne_bytes(b.try_into().unwrap()))),

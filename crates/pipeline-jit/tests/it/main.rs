@@ -6,6 +6,7 @@ mod common;
 mod builtin_ops;
 mod closure_kernels;
 mod custom_ops;
+mod image_kinds;
 mod invalid_pipelines;
 mod jit_matches_interpreter;
 mod plan_buffers;
