@@ -23,6 +23,9 @@ const GATHER_CHUNK: usize = 64;
 pub(crate) struct BatchFill {
     plans: Vec<FieldPlan>,
     records: Vec<Vec<u8>>,
+    /// The rows a group of views decodes for each member (`decode/views.rs`), which the
+    /// members' records point at; empty for other fields.
+    decoded: Vec<Vec<u8>>,
 }
 
 impl BatchFill {
@@ -32,7 +35,19 @@ impl BatchFill {
         fields: &[FieldRunner],
         batch_size: usize,
     ) -> BatchFill {
-        let plans: Vec<FieldPlan> = fields.iter().map(|f| FieldPlan::of(reader, f)).collect();
+        let mut plans: Vec<FieldPlan> = fields.iter().map(|f| FieldPlan::of(reader, f)).collect();
+        // Several outputs of one field (views) count its stored bytes once.
+        for i in 0..fields.len() {
+            plans[i].payload = !fields[..i].iter().any(|f| f.field == fields[i].field);
+        }
+        let decoded = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f.group() {
+                Some(g) => vec![0u8; batch_size * g.row_bytes(i)],
+                None => Vec::new(),
+            })
+            .collect();
         // Records only for the fields that run through their executor.
         let records = plans
             .iter()
@@ -44,7 +59,11 @@ impl BatchFill {
                 }
             })
             .collect();
-        BatchFill { plans, records }
+        BatchFill {
+            plans,
+            records,
+            decoded,
+        }
     }
 
     /// Fills `slot` with the samples `ids` of every field (see [`fill`]).
@@ -64,7 +83,7 @@ impl BatchFill {
             ctx,
             epoch,
             ids,
-            &mut self.records,
+            (&mut self.records, &mut self.decoded),
             slot,
         )
     }
@@ -85,6 +104,8 @@ struct FieldPlan {
     row_bytes: usize,
     /// Int and Float count 8 payload bytes per sample (their value), others their data.
     scalar: bool,
+    /// Whether this output counts the field's payload (its first output does).
+    payload: bool,
     lengths: bool,
     /// Stored bytes per counted length unit and the most units a row holds: `(1, MAX)`
     /// for byte lengths, `(row of the array, K_max)` for a `Rows` output, whose lengths
@@ -124,6 +145,7 @@ impl FieldPlan {
             meta_len: field.metadata_itemsize as usize,
             row_bytes: f.output.row_bytes,
             scalar: f.field_type.value_in_metadata(),
+            payload: true,
             lengths: f.output.kind.has_lengths(),
             length_unit,
             length_cap,
@@ -157,6 +179,8 @@ struct Dest<'a> {
     lengths: Option<&'a mut [u64]>,
     /// The slot's dirty marks of these rows (padded copies only).
     dirty: Option<&'a mut [u64]>,
+    /// A grouped view's decoded rows (`BatchFill::decoded`).
+    decoded: Option<&'a mut [u8]>,
 }
 
 /// Fills the slot for batch `ids`: copied fields straight into their rows, other fields
@@ -169,7 +193,7 @@ fn fill(
     ctx: &EpochContext,
     epoch: u64,
     ids: &[u64],
-    records: &mut [Vec<u8>],
+    (records, decoded): (&mut [Vec<u8>], &mut [Vec<u8>]),
     slot: &mut Slot,
 ) -> Result<()> {
     let n = ids.len();
@@ -192,10 +216,12 @@ fn fill(
     // Split every field's destination into chunks, then group the chunks by sample range
     // so that one task reads each sample's metadata row once for all fields.
     let mut tasks: Vec<Vec<Dest<'_>>> = Vec::with_capacity(n.div_ceil(chunk));
-    for ((p, out), rec) in plans
+    for (i, (((p, out), rec), dec)) in plans
         .iter()
         .zip(slot.outputs.iter_mut())
         .zip(records.iter_mut())
+        .zip(decoded.iter_mut())
+        .enumerate()
     {
         let OutputBuffer {
             memory,
@@ -210,6 +236,9 @@ fn fill(
         let mut lens = lengths.chunks_mut(chunk);
         let dirty_rows = dirty.len().min(n);
         let mut dirt = dirty[..dirty_rows].chunks_mut(chunk);
+        // A grouped view's rows: the decoder's row bytes per sample, `n` samples.
+        let dec_row = fields[i].group().map_or(0, |g| g.row_bytes(i));
+        let mut dec = dec[..n * dec_row].chunks_mut((chunk * dec_row).max(1));
         for (ci, rows) in rows.chunks_mut(chunk * width).enumerate() {
             if tasks.len() <= ci {
                 tasks.push(Vec::with_capacity(plans.len()));
@@ -218,6 +247,7 @@ fn fill(
                 rows,
                 lengths: lens.next(),
                 dirty: dirt.next(),
+                decoded: dec.next(),
             });
         }
     }
@@ -271,7 +301,7 @@ fn fill(
                             sample_ids: ids,
                             input: &records[i][..n * RECORD_BYTES],
                             output: out,
-                            seed: shared.seed,
+                            seed: crate::decode::views::view_seed(shared.seed, f.view_index()),
                             epoch,
                         })
                         .map_err(|e| field_error(shared, f, e))
@@ -316,7 +346,9 @@ fn fill_chunk(
         for (i, (f, p)) in fields.iter().zip(plans).enumerate() {
             let r = resolve(shared, f, p, ctx, sample, row)?;
             let len = r.data.len() as u64;
-            payload += if p.scalar { 8 } else { len };
+            if p.payload {
+                payload += if p.scalar { 8 } else { len };
+            }
             let d = &mut dests[i];
             if let Some(l) = d.lengths.as_deref_mut() {
                 l[k] = p.length(len);
@@ -324,6 +356,11 @@ fn fill_chunk(
             if p.copy.is_some() {
                 crate::memory::prefetch(r.data);
                 resolved.push(r);
+            } else if let Some(g) = f.group() {
+                // The group's first member decodes every member's row and writes its record.
+                if g.members.first() == Some(&i) {
+                    fill_group(shared, f, g, (epoch, sample, k), &r, dests)?;
+                }
             } else {
                 write_record(
                     &mut d.rows[k * RECORD_BYTES..(k + 1) * RECORD_BYTES],
@@ -400,7 +437,12 @@ fn decode_one(
         data: r.data,
         metadata: &r.metadata,
         // The decoder is operation 0 of its pipeline, as in the kernel path.
-        seed: pipeline_jit::rng::sample_seed(shared.seed, epoch, sample, 0),
+        seed: pipeline_jit::rng::sample_seed(
+            crate::decode::views::view_seed(shared.seed, f.view_index()),
+            epoch,
+            sample,
+            0,
+        ),
         max_image_pixels: f.context.max_image_pixels,
     };
     let decoder = &f.spec.decoder;
@@ -413,6 +455,61 @@ fn decode_one(
         decoder: decoder.name(),
         message,
     })
+}
+
+/// Decodes sample `sample` (row `k` of the chunk) of every member of view group `g`, whose
+/// first member is `f`, into the members' decoded rows, and points their records at them.
+fn fill_group(
+    shared: &Shared,
+    f: &FieldRunner,
+    g: &crate::decode::views::ViewGroup,
+    (epoch, sample, k): (u64, u64, usize),
+    r: &Resolved<'_>,
+    dests: &mut [Dest<'_>],
+) -> Result<()> {
+    let mut rows: Vec<&mut [u8]> = Vec::with_capacity(g.members.len());
+    for (i, d) in dests.iter_mut().enumerate() {
+        if g.members.contains(&i)
+            && let Some(dec) = d.decoded.as_deref_mut()
+        {
+            let width = g.row_bytes(i);
+            rows.push(&mut dec[k * width..(k + 1) * width]);
+        }
+    }
+    let s = crate::decode::views::GroupSample {
+        sample,
+        data: r.data,
+        metadata: &r.metadata,
+        seed: shared.seed,
+        epoch,
+        max_image_pixels: f.context.max_image_pixels,
+    };
+    let decoded = if rows.len() == g.members.len() {
+        crate::decode::views::decode_group(g, &s, &mut rows)
+    } else {
+        Err("the batch has no rows for every view of the group".to_owned())
+    };
+    decoded.map_err(|message| Error::Decode {
+        path: shared.path.clone(),
+        field: f.output.name.clone(),
+        sample,
+        decoder: f.spec.decoder.name(),
+        message,
+    })?;
+    for (i, d) in dests.iter_mut().enumerate() {
+        if g.members.contains(&i)
+            && let Some(dec) = d.decoded.as_deref()
+        {
+            let width = g.row_bytes(i);
+            let row = &dec[k * width..(k + 1) * width];
+            write_record(
+                &mut d.rows[k * RECORD_BYTES..(k + 1) * RECORD_BYTES],
+                row,
+                &r.metadata,
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Reads one field of one sample: its stored bytes (from the epoch's cache, without an

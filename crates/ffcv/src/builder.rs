@@ -43,6 +43,7 @@ pub struct LoaderBuilder {
     indices: Option<Vec<u64>>,
     decoders: HashMap<String, DecoderChoice>,
     pipelines: HashMap<String, PipelineSpec>,
+    pub(crate) views: crate::views::Views,
     drop_last: bool,
     batches_ahead: usize,
     recompile: bool,
@@ -95,6 +96,7 @@ impl LoaderBuilder {
             indices: None,
             decoders: HashMap::new(),
             pipelines: HashMap::new(),
+            views: Default::default(),
             drop_last: true,
             batches_ahead: 3,
             recompile: false,
@@ -219,6 +221,28 @@ impl LoaderBuilder {
         let field = field.into();
         self.pipelines.remove(&field);
         self.decoders.insert(field, choice);
+        self
+    }
+
+    /// Adds output `name`: field `source` of the file (or an earlier view) decoded again
+    /// with `pipeline` (a [`PipelineSpec`] or a [`DecoderChoice`]), with its own random
+    /// draws: FFCV-SSL's `pipelines={name: ...}, custom_field_mapper={name: source}`.
+    /// The batch holds the fields, then the views in this order (`views.rs`).
+    pub fn view(
+        mut self,
+        name: impl Into<String>,
+        source: impl Into<String>,
+        pipeline: impl Into<crate::views::ViewPipeline>,
+    ) -> Self {
+        self.views.push(name.into(), source.into(), pipeline.into());
+        self
+    }
+
+    /// How views of one image field decode: [`crate::image::ViewsPolicy::Auto`] (default:
+    /// the JPEG once per sample for all views where rgb-image's rule expects that to be
+    /// cheaper), `Once` or `PerView` (each view alone). The bytes are the same.
+    pub fn views_policy(mut self, policy: crate::image::ViewsPolicy) -> Self {
+        self.views.set_policy(policy);
         self
     }
 
@@ -796,5 +820,6 @@ fn plan_fields(
             b.max_image_pixels,
         )?);
     }
-    Ok(runners)
+    let knobs = (b.compile, b.max_image_pixels);
+    crate::views::add_runners(runners, reader, &b.views, knobs, pool)
 }

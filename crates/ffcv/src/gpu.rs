@@ -261,6 +261,8 @@ fn stage_dtype(info: &OutputInfo) -> Option<DeviceDtype> {
         pipeline_jit::ElemType::F16 => DeviceDtype::F16,
         pipeline_jit::ElemType::F32 => DeviceDtype::F32,
         pipeline_jit::ElemType::F64 => DeviceDtype::F64,
+        // No device kernel takes 16-bit samples: such outputs stay on the host.
+        pipeline_jit::ElemType::U16 => return None,
     })
 }
 

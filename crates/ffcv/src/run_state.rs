@@ -29,6 +29,8 @@ pub(crate) struct FieldRunner {
     pub(crate) executor: Executor,
     pub(crate) output: OutputInfo,
     max_image_pixels: u64,
+    /// `Some` for a view of the field (`views.rs`), or for the field itself in a group.
+    pub(crate) view: Option<crate::decode::views::ViewOf>,
 }
 
 impl FieldRunner {
@@ -38,8 +40,10 @@ impl FieldRunner {
         field: usize,
         spec: &PipelineSpec,
         max_image_pixels: u64,
+        view: Option<&crate::decode::views::ViewOf>,
     ) -> Result<(Pipeline, Arc<DecoderContext>, OutputInfo)> {
         let f = &reader.fields()[field];
+        let name = view.map_or(&f.name, |v| &v.name);
         let info = FieldInfo {
             reader,
             index: field,
@@ -48,7 +52,7 @@ impl FieldRunner {
         };
         let bad = |reason: String| Error::Config {
             path: reader.path().to_owned(),
-            reason: format!("field {:?}: {}: {reason}", f.name, spec.decoder.name()),
+            reason: format!("field {name:?}: {}: {reason}", spec.decoder.name()),
         };
         let out = spec.decoder.declare(&info).map_err(bad)?;
         let row_bytes = out
@@ -62,12 +66,14 @@ impl FieldRunner {
                 out.dtype.descr()
             )));
         }
-        let op = DecoderOp::new(
-            Arc::clone(&spec.decoder),
-            out.clone(),
-            row_bytes,
-            max_image_pixels,
-        );
+        // A grouped view's decoder takes the row the group decode wrote for it.
+        let decoder: Arc<dyn crate::decode::Decoder> = match view.and_then(|v| v.group.as_ref()) {
+            Some(_) => Arc::new(crate::decode::views::GroupedRows::new(Arc::clone(
+                &spec.decoder,
+            ))),
+            None => Arc::clone(&spec.decoder),
+        };
+        let op = DecoderOp::new(decoder, out.clone(), row_bytes, max_image_pixels);
         let context = op.context();
         let mut pipeline = Pipeline::new(record_state()).then(op);
         for t in &spec.transforms {
@@ -75,7 +81,7 @@ impl FieldRunner {
         }
         let output = if spec.transforms.is_empty() {
             OutputInfo {
-                name: f.name.clone(),
+                name: name.clone(),
                 field,
                 shape: out.shape,
                 dtype: out.dtype,
@@ -85,12 +91,12 @@ impl FieldRunner {
         } else {
             let plan = pipeline.plan().map_err(|source| Error::Pipeline {
                 path: reader.path().to_owned(),
-                field: f.name.clone(),
+                field: name.clone(),
                 source,
             })?;
             let state = plan.output();
             OutputInfo {
-                name: f.name.clone(),
+                name: name.clone(),
                 field,
                 shape: state.shape.clone(),
                 dtype: numpy_dtype(state.dtype),
@@ -109,8 +115,29 @@ impl FieldRunner {
         pool: &Arc<rayon::ThreadPool>,
         max_image_pixels: u64,
     ) -> Result<FieldRunner> {
+        FieldRunner::with_view(reader, field, spec, (compile, pool, max_image_pixels), None)
+    }
+
+    /// A runner for view `view` of field `field` (`views.rs`).
+    pub(crate) fn new_view(
+        reader: &Reader,
+        field: usize,
+        spec: PipelineSpec,
+        knobs: (bool, &Arc<rayon::ThreadPool>, u64),
+        view: crate::decode::views::ViewOf,
+    ) -> Result<FieldRunner> {
+        FieldRunner::with_view(reader, field, spec, knobs, Some(view))
+    }
+
+    fn with_view(
+        reader: &Reader,
+        field: usize,
+        spec: PipelineSpec,
+        (compile, pool, max_image_pixels): (bool, &Arc<rayon::ThreadPool>, u64),
+        view: Option<crate::decode::views::ViewOf>,
+    ) -> Result<FieldRunner> {
         let (pipeline, context, output) =
-            FieldRunner::declare(reader, field, &spec, max_image_pixels)?;
+            FieldRunner::declare(reader, field, &spec, max_image_pixels, view.as_ref())?;
         let executor =
             Executor::with_pool(&pipeline, compile, Arc::clone(pool)).map_err(|source| {
                 Error::Pipeline {
@@ -127,13 +154,39 @@ impl FieldRunner {
             executor,
             output,
             max_image_pixels,
+            view,
         })
+    }
+
+    /// Which view of its field the runner is (0: the field under its own name).
+    pub(crate) fn view_index(&self) -> usize {
+        self.view.as_ref().map_or(0, |v| v.index)
+    }
+
+    /// The group whose decode writes this runner's rows, if any.
+    pub(crate) fn group(&self) -> Option<&crate::decode::views::ViewGroup> {
+        self.view.as_ref().and_then(|v| v.group.as_deref())
+    }
+
+    /// Makes the runner view `view` (a group member) and rebuilds its pipeline.
+    pub(crate) fn set_view(
+        &mut self,
+        reader: &Reader,
+        view: crate::decode::views::ViewOf,
+    ) -> Result<()> {
+        self.view = Some(view);
+        self.rebuild(reader)
     }
 
     /// `recompile`: declares again and regenerates the code.
     pub(crate) fn rebuild(&mut self, reader: &Reader) -> Result<()> {
-        let (pipeline, context, output) =
-            FieldRunner::declare(reader, self.field, &self.spec, self.max_image_pixels)?;
+        let (pipeline, context, output) = FieldRunner::declare(
+            reader,
+            self.field,
+            &self.spec,
+            self.max_image_pixels,
+            self.view.as_ref(),
+        )?;
         self.executor
             .rebuild(&pipeline)
             .map_err(|source| Error::Pipeline {

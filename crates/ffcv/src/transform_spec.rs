@@ -16,7 +16,7 @@ use crate::transforms::{self, IMAGENET_MEAN, IMAGENET_STD};
 /// The op grammar, quoted in every error so that a mistyped flag shows what is accepted.
 pub const TRANSFORM_GRAMMAR: &str = "flip[:P], normalize:imagenet[:DTYPE], \
      normalize:M1,M2,M3/S1,S2,S3[:DTYPE], chw, convert:DTYPE, cutout:SIZE, translate:PAD, \
-     squeeze (DTYPE: u8, i32, i64, f16, f32, f64)";
+     squeeze (DTYPE: u8, u16, i32, i64, f16, f32, f64)";
 
 /// A transform op string that names no known op, or whose parameters are malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -226,7 +226,7 @@ fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, Unknown
         None => (rest, None),
     };
     let (mean, std) = if stats == "imagenet" {
-        (IMAGENET_MEAN, IMAGENET_STD)
+        (IMAGENET_MEAN.to_vec(), IMAGENET_STD.to_vec())
     } else {
         let (m, s) = stats.split_once('/').ok_or_else(|| {
             UnknownTransform::new(
@@ -234,32 +234,29 @@ fn normalize(op: &str, rest: Option<&str>) -> Result<Arc<dyn Operation>, Unknown
                 "normalize's statistics are imagenet or M1,M2,M3/S1,S2,S3",
             )
         })?;
-        (triple(op, "mean", m)?, triple(op, "std", s)?)
+        (channels(op, "mean", m)?, channels(op, "std", s)?)
     };
     let dt = match ty {
         None => ElemType::F32,
         Some(t) => dtype(op, t)?,
     };
-    let normalize = transforms::normalize_image(mean, std, dt).map_err(|e| rejected(op, e))?;
+    let normalize = transforms::normalize_channels(&mean, &std, dt).map_err(|e| rejected(op, e))?;
     Ok(Arc::new(normalize))
 }
 
-fn triple(op: &str, what: &str, text: &str) -> Result<[f64; 3], UnknownTransform> {
+/// One number per channel: 3 for RGB, 1 or 4 for the other image kinds.
+fn channels(op: &str, what: &str, text: &str) -> Result<Vec<f64>, UnknownTransform> {
     let values: Vec<&str> = text.split(',').collect();
-    if values.len() != 3 {
+    if !matches!(values.len(), 1 | 3 | 4) {
         return Err(UnknownTransform::new(
             op,
             format!(
-                "{what} needs 3 comma-separated numbers, got {}",
+                "{what} needs 1, 3 or 4 comma-separated numbers (one per channel), got {}",
                 values.len()
             ),
         ));
     }
-    let mut out = [0.0; 3];
-    for (slot, v) in out.iter_mut().zip(values) {
-        *slot = number(op, what, v)?;
-    }
-    Ok(out)
+    values.into_iter().map(|v| number(op, what, v)).collect()
 }
 
 fn number<T: std::str::FromStr>(op: &str, what: &str, text: &str) -> Result<T, UnknownTransform> {
@@ -281,6 +278,7 @@ fn positive(op: &str, what: &str, text: &str) -> Result<usize, UnknownTransform>
 fn dtype(op: &str, text: &str) -> Result<ElemType, UnknownTransform> {
     Ok(match text {
         "u8" | "uint8" => ElemType::U8,
+        "u16" | "uint16" => ElemType::U16,
         "i32" | "int32" => ElemType::I32,
         "i64" | "int64" => ElemType::I64,
         "f32" | "float32" => ElemType::F32,
@@ -327,6 +325,9 @@ mod tests {
             vec!["normalize:-1.5,.5,+2/1,1,1", "squeeze"]
         );
         assert_eq!(names("normalize:1,2,3/4,5,6:f64,chw").len(), 2);
+        // One mean and std per channel: gray and RGBA images too.
+        assert_eq!(names("normalize:1/2:f32,chw").len(), 2);
+        assert_eq!(names("normalize:1,2,3,4/5,6,7,8,convert:u16").len(), 2);
     }
 
     #[test]
@@ -386,7 +387,8 @@ mod tests {
             ("flip:x", "not a number"),
             ("chw:1", "takes no parameter"),
             ("normalize", "needs :imagenet"),
-            ("normalize:1,2/3,4,5", "3 comma-separated"),
+            ("normalize:1,2/3,4,5", "1, 3 or 4 comma-separated"),
+            ("normalize:1/2,3,4", "1 means but 3 stds"),
             ("normalize:1,2,3/0,1,1", "non-zero"),
             ("normalize:imagenet:u8", "not f16, f32 or f64"),
             ("convert", "needs :DTYPE"),

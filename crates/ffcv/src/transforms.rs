@@ -96,7 +96,35 @@ pub fn normalize_image(
     std: [f64; 3],
     dtype: ElemType,
 ) -> Result<NormalizeImage, BadParameter> {
+    normalize_channels(&mean, &std, dtype)
+}
+
+/// [`normalize_image`] for images of any channel count (an ImageField's 1, 3 or 4
+/// channels, 8- or 16-bit): one mean and one std per channel, checked as there; the
+/// counts must match each other (the image's channels are checked when the pipeline is
+/// built). 8-bit input goes through the 256-entry table, 16-bit input is computed
+/// directly in `f64` and rounded once to `dtype`.
+///
+/// ```
+/// use ffcv::jit::ElemType;
+/// use ffcv::transforms::normalize_channels;
+///
+/// assert!(normalize_channels(&[32768.0], &[16384.0], ElemType::F32).is_ok());
+/// let err = normalize_channels(&[0.0; 4], &[1.0; 3], ElemType::F32).unwrap_err();
+/// assert_eq!(err.to_string(), "NormalizeImage: 4 means but 3 stds");
+/// ```
+pub fn normalize_channels(
+    mean: &[f64],
+    std: &[f64],
+    dtype: ElemType,
+) -> Result<NormalizeImage, BadParameter> {
     const NAME: &str = "NormalizeImage";
+    if mean.len() != std.len() || mean.is_empty() {
+        return Err(bad(
+            NAME,
+            format!("{} means but {} stds", mean.len(), std.len()),
+        ));
+    }
     if let Some(s) = std.iter().find(|s| **s == 0.0 || !s.is_finite()) {
         return Err(bad(NAME, format!("std {s} must be finite and non-zero")));
     }

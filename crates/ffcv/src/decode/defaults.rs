@@ -32,6 +32,7 @@ pub fn default_decoder(field_type: &FieldType) -> Option<Arc<dyn Decoder>> {
         FieldType::RgbImage => Arc::new(super::image::SimpleRGBImageDecoder),
         FieldType::FixedBytes(_) => Arc::new(super::fixed_bytes::FixedBytesDecoder),
         FieldType::VarArray(_) => Arc::new(super::var_array::VarArrayDecoder::new()),
+        FieldType::Image(_) => Arc::new(super::image_kinds::ImageDecoder::simple()),
         _ => return None,
     })
 }

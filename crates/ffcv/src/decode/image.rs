@@ -263,6 +263,13 @@ impl Decoder for CenterCropRGBImageDecoder {
     fn dct_downscale(&self) -> bool {
         self.dct_downscale
     }
+
+    fn image_view(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
+        Some((
+            RgbDecoderKind::CenterCrop { ratio: self.ratio },
+            self.output_size,
+        ))
+    }
 }
 
 /// FFCV's `RandomResizedCropRGBImageDecoder(output_size, scale, ratio)`: torchvision's
@@ -337,6 +344,13 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
 
     fn dct_downscale(&self) -> bool {
         self.dct_downscale
+    }
+
+    fn image_view(&self) -> Option<(RgbDecoderKind, (u32, u32))> {
+        Some((
+            RgbDecoderKind::RandomResizedCrop(self.params),
+            self.output_size,
+        ))
     }
 }
 

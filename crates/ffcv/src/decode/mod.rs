@@ -19,9 +19,11 @@ mod copy;
 mod defaults;
 mod fixed_bytes;
 mod image;
+mod image_kinds;
 pub(crate) mod kernel;
 mod spec;
 mod var_array;
+pub(crate) mod views;
 
 use std::sync::Arc;
 
@@ -37,6 +39,7 @@ pub use image::{
     CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder,
     check_stored_image,
 };
+pub use image_kinds::{ImageCrop, ImageDecoder};
 pub use spec::{DecoderChoice, UnknownDecoder, parse_field_decoder};
 pub use var_array::{OverCap, VarArrayDecoder};
 
@@ -134,6 +137,7 @@ pub fn pipeline_dtype(dtype: &NumpyDtype) -> Option<ElemType> {
     }
     match (dtype.kind(), dtype.item_size()) {
         (NumpyKind::UInt, 1) => Some(ElemType::U8),
+        (NumpyKind::UInt, 2) => Some(ElemType::U16),
         (NumpyKind::Int, 4) => Some(ElemType::I32),
         (NumpyKind::Int, 8) => Some(ElemType::I64),
         (NumpyKind::Float, 2) => Some(ElemType::F16),
@@ -148,6 +152,7 @@ pub fn numpy_dtype(dtype: ElemType) -> NumpyDtype {
     use beton_io::{ByteOrder, NumpyKind};
     let (kind, size) = match dtype {
         ElemType::U8 => (NumpyKind::UInt, 1),
+        ElemType::U16 => (NumpyKind::UInt, 2),
         ElemType::I32 => (NumpyKind::Int, 4),
         ElemType::I64 => (NumpyKind::Int, 8),
         ElemType::F16 => (NumpyKind::Float, 2),
@@ -245,6 +250,14 @@ pub trait Decoder: Send + Sync + 'static {
     #[doc(hidden)]
     fn dct_downscale(&self) -> bool {
         false
+    }
+
+    /// For the built-in crop decoders: their crop rule and output `(height, width)`, so
+    /// that several views of one image field can share a JPEG decode (`views.rs`).
+    /// Default: `None` (the decoder's views are decoded each on their own).
+    #[doc(hidden)]
+    fn image_view(&self) -> Option<(rgb_image::RgbDecoderKind, (u32, u32))> {
+        None
     }
 }
 

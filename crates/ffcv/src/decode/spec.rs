@@ -22,7 +22,9 @@ use super::{
 /// padded to the file's largest array or to CAP rows; over CAP is an error unless
 /// `truncate`). A crop decoder's SPEC may end in `:dct-scale`, the opt-in
 /// DCT-domain downscaling ([`CenterCropRGBImageDecoder::dct_downscale`]; not FFCV's
-/// pixels): `center-crop:112x112:dct-scale`.
+/// pixels): `center-crop:112x112:dct-scale`. An `ImageField` (1, 3 or 4 channels of 8 or
+/// 16 bits) takes `image`, `image-center-crop:HxW[:RATIO]` and
+/// `image-random-resized-crop:HxW[:LO,HI[:LO,HI]]` ([`super::ImageDecoder`]).
 #[derive(Clone)]
 pub enum DecoderChoice {
     /// The field type's default decoder.
@@ -50,7 +52,8 @@ impl DecoderChoice {
     /// parser.
     pub const GRAMMAR: &'static str = "default, none, raw-bytes, int, float, bytes, json, \
          ndarray, simple, center-crop:HxW[:RATIO][:dct-scale], \
-         random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale], var-array[:CAP[:truncate]]";
+         random-resized-crop:HxW[:LO,HI[:LO,HI]][:dct-scale], var-array[:CAP[:truncate]], \
+         image, image-center-crop:HxW[:RATIO], image-random-resized-crop:HxW[:LO,HI[:LO,HI]]";
 }
 
 /// A decoder SPEC that names no known decoder, or whose parameters are malformed.
@@ -178,6 +181,50 @@ fn parse_image(
     }
 }
 
+/// `image`, `image-center-crop:HxW[:RATIO]` and
+/// `image-random-resized-crop:HxW[:LO,HI[:LO,HI]]`: the ImageField decoders
+/// ([`super::ImageDecoder`]), with the RGB crop decoders' parameters (no `dct-scale`).
+fn parse_image_kinds(
+    spec: &str,
+    name: &str,
+    params: &[&str],
+) -> Result<Arc<dyn Decoder>, UnknownDecoder> {
+    use super::ImageDecoder;
+    let most = match name {
+        "image" => 0,
+        "image-center-crop" => 2,
+        _ => 3,
+    };
+    if params.len() > most {
+        return Err(UnknownDecoder::new(
+            spec,
+            format!("{name} takes at most {most} parameters"),
+        ));
+    }
+    if name == "image" {
+        return Ok(Arc::new(ImageDecoder::simple()));
+    }
+    let size = params
+        .first()
+        .ok_or_else(|| UnknownDecoder::new(spec, format!("{name} needs an output size HxW")))?;
+    let size = parse_size(spec, size)?;
+    if name == "image-center-crop" {
+        let ratio = match params.get(1) {
+            Some(r) => parse_positive(spec, r)?,
+            None => CenterCropRGBImageDecoder::DEFAULT_RATIO,
+        };
+        return Ok(Arc::new(ImageDecoder::center_crop(size, ratio)));
+    }
+    let mut crop = rgb_image::RandomResizedCrop::default();
+    if let Some(scale) = params.get(1) {
+        crop.scale = parse_range(spec, scale)?;
+    }
+    if let Some(ratio) = params.get(2) {
+        crop.ratio = parse_range(spec, ratio)?;
+    }
+    Ok(Arc::new(ImageDecoder::random_resized_crop_with(size, crop)))
+}
+
 /// `var-array[:CAP[:truncate]]`'s parameters.
 fn parse_var_array(spec: &str, params: &[&str]) -> Result<Arc<dyn Decoder>, UnknownDecoder> {
     let mut d = VarArrayDecoder::new();
@@ -212,6 +259,9 @@ impl FromStr for DecoderChoice {
         let d: Arc<dyn Decoder> = match name {
             "simple" | "center-crop" | "random-resized-crop" => parse_image(text, name, &params)?,
             "var-array" => parse_var_array(text, &params)?,
+            "image" | "image-center-crop" | "image-random-resized-crop" => {
+                parse_image_kinds(text, name, &params)?
+            }
             _ if !params.is_empty() => {
                 return Err(UnknownDecoder::new(
                     text,
@@ -280,7 +330,7 @@ mod tests {
     #[test]
     fn every_entry_of_the_grammar_names_a_decoder() {
         let examples = examples();
-        assert_eq!(examples.len(), 12, "{examples:?}");
+        assert_eq!(examples.len(), 15, "{examples:?}");
         for spec in &examples {
             assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
         }
@@ -289,10 +339,19 @@ mod tests {
             "random-resized-crop:8x8:0.1,1:0.5,2:dct-scale",
             "var-array:5",
             "var-array:5:truncate",
+            "image-center-crop:8x8:0.5",
+            "image-random-resized-crop:8x8:0.1,1:0.5,2",
         ] {
             assert!(spec.parse::<DecoderChoice>().is_ok(), "{spec}");
         }
-        for spec in ["var-array:x", "var-array:5:cut", "var-array:5:truncate:1"] {
+        for spec in [
+            "var-array:x",
+            "var-array:5:cut",
+            "var-array:5:truncate:1",
+            "image:8x8",
+            "image-center-crop",
+            "image-center-crop:8x8:0.5:dct-scale",
+        ] {
             assert!(spec.parse::<DecoderChoice>().is_err(), "{spec}");
         }
         let err = "blur".parse::<DecoderChoice>().unwrap_err();

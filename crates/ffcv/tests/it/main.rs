@@ -7,6 +7,7 @@ mod loader_support;
 
 mod changing_subsets;
 mod gpu_loader;
+mod image_kinds;
 mod loader_augment;
 mod loader_builder;
 mod loader_cache_policy;
@@ -39,3 +40,4 @@ mod loader_transforms;
 mod loader_var_array;
 mod mixture;
 mod quasi_buffer_sizing;
+mod views;
