@@ -6,14 +6,24 @@ the machine's load hits all three alike.
     python bench_compare.py --cli target/release/ffcv --data DIR [--rounds 3] [--only jpeg]
 
 ``python`` must import numpy, torch, ffcv (1.0.2) and ffcv_rs (the reference FFCV venv
-with the release wheel of ffcv_rs on PYTHONPATH). The files are those of
-the reference FFCV benchmark (small-raw, bytes-128k, jpeg; given with --data). The knobs are that script's:
-2 workers, RANDOM order, seed 0, OS page cache, drop_last=False, batches_ahead 3, FFCV's
-default pipelines (decoder + ToTensor) except for the JPEG images
-(RandomResizedCrop 64x64 + ToTensor). Each run is a fresh process: 1 warm-up epoch, then
-``--epochs`` timed epochs; its figure is the median epoch's samples/s. The Python loops
-are one and the same function with ``ffcv`` or ``ffcv_rs`` imported, and touch each batch
-(one element of every output), as ``ffcv bench`` does.
+with the release wheel of ffcv_rs on PYTHONPATH). The files are those of the reference
+FFCV benchmark (small-raw, bytes-128k, jpeg; given with --data), written by its
+``bench_ffcv.py`` into ``$ANCHORS/data``. The knobs are that script's: 2 workers (``--workers``
+changes it for every loader), RANDOM
+order, seed 0, OS page cache, drop_last=False, batches_ahead 3, FFCV's default pipelines
+(decoder + ToTensor) except for the JPEG images (RandomResizedCrop 64x64 + ToTensor).
+Each run is a fresh process: 1 warm-up epoch, then ``--epochs`` timed epochs; its figure
+is the median epoch's samples/s. The Python loops are one and the same function with
+``ffcv`` or ``ffcv_rs`` imported, and touch each batch (one element of every output), as
+``ffcv bench`` does. They also report the consumer thread's CPU time per batch
+(``time.thread_time_ns`` over the timed epoch's loop, divided by its batches; median
+epoch): what the loop, the hand-over and the waits cost the thread that trains, which on
+a machine whose cores the workers fill is taken from the workers.
+
+The end of the output is a markdown table (per file: each implementation's rounds, the
+ratio of ffcv_rs's Python loop to ``ffcv bench`` per round and of the medians, ffcv_rs to
+FFCV 1.0.2, and both Python loops' consumer microseconds per batch), with the load
+average before and after.
 
 ``--one IMPL NAME FILE`` is the child mode (one Python run, one JSON line).
 """
@@ -29,7 +39,7 @@ import time
 BATCH = {"small-raw": 512, "bytes-128k": 64, "jpeg": 128}
 
 
-def python_run(impl: str, name: str, path: str, epochs: int) -> dict:
+def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2) -> dict:
     """One Python run with ``impl`` (``ffcv`` or ``ffcv_rs``) imported."""
     if impl == "ffcv":
         from ffcv.fields.decoders import RandomResizedCropRGBImageDecoder
@@ -42,27 +52,33 @@ def python_run(impl: str, name: str, path: str, epochs: int) -> dict:
     pipelines = {}
     if name == "jpeg":
         pipelines = {"image": [RandomResizedCropRGBImageDecoder((64, 64)), ToTensor()]}
-    loader = Loader(path, batch_size=BATCH[name], num_workers=2, os_cache=True,
+    loader = Loader(path, batch_size=BATCH[name], num_workers=workers, os_cache=True,
                     order=OrderOption.RANDOM, seed=0, drop_last=False, batches_ahead=3,
                     pipelines=pipelines)
     rates = []
+    consumer = []
     sink = 0
     for epoch in range(1 + epochs):
-        n = 0
+        n = batches = 0
         t = time.perf_counter()
+        cpu = time.thread_time_ns()
         for batch in loader:
             n += batch[0].shape[0]
+            batches += 1
             for out in batch:
                 sink += int(out.reshape(-1)[0] != 0)  # touch every output
+        cpu = time.thread_time_ns() - cpu
         dt = time.perf_counter() - t
         if epoch:
             rates.append(n / dt)
+            consumer.append(cpu / 1e3 / batches)
     return {"impl": impl, "name": name, "samples_per_sec": statistics.median(rates),
-            "epochs": rates, "sink": sink}
+            "epochs": rates, "consumer_us_per_batch": statistics.median(consumer),
+            "sink": sink}
 
 
-def cli_run(cli: str, name: str, path: str, epochs: int) -> dict:
-    cmd = [cli, "bench", path, "--batch-size", str(BATCH[name]), "--num-workers", "2",
+def cli_run(cli: str, name: str, path: str, epochs: int, workers: int = 2) -> dict:
+    cmd = [cli, "bench", path, "--batch-size", str(BATCH[name]), "--num-workers", str(workers),
            "--order", "random", "--seed", "0", "--no-drop-last", "--batches-ahead", "3",
            "--warmup", "1", "--epochs", str(epochs), "--json"]
     if name == "jpeg":
@@ -72,6 +88,19 @@ def cli_run(cli: str, name: str, path: str, epochs: int) -> dict:
     return {"impl": "ffcv bench", "name": name, "samples_per_sec": d["samples_per_sec"]}
 
 
+def rate_text(x: float) -> str:
+    """Samples/s as the docs write them: 1,986 k, 80.8 k, 3,170."""
+    if x >= 1e5:
+        return f"{x / 1e3:,.0f} k"
+    if x >= 1e4:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:,.0f}"
+
+
+def rounds_text(xs: list) -> str:
+    return ", ".join(rate_text(x) for x in xs)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cli", help="the ffcv binary (release build)")
@@ -79,36 +108,54 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--only", default="small-raw,bytes-128k,jpeg")
+    p.add_argument("--workers", type=int, default=2,
+                   help="decoding threads of every loader (the comparison's knob is 2)")
     p.add_argument("--one", nargs=3, metavar=("IMPL", "NAME", "FILE"))
     args = p.parse_args()
     if args.one:
         impl, name, path = args.one
-        print(json.dumps(python_run(impl, name, path, args.epochs)))
+        print(json.dumps(python_run(impl, name, path, args.epochs, args.workers)))
         return 0
     names = args.only.split(",")
+    impls = ("ffcv bench", "ffcv_rs", "ffcv")
     results = {}
+    consumer = {}
+    load_before = os.getloadavg()
     for r in range(args.rounds):
         for name in names:
             path = os.path.join(args.data, f"{name}.beton")
-            for impl in ("ffcv bench", "ffcv_rs", "ffcv"):
+            for impl in impls:
                 if impl == "ffcv bench":
-                    res = cli_run(args.cli, name, path, args.epochs)
+                    res = cli_run(args.cli, name, path, args.epochs, args.workers)
                 else:
                     out = subprocess.run(
-                        [sys.executable, __file__, "--epochs", str(args.epochs), "--one", impl,
-                         name, path], capture_output=True, text=True, timeout=900, check=True)
+                        [sys.executable, __file__, "--epochs", str(args.epochs), "--workers",
+                         str(args.workers), "--one", impl, name, path],
+                        capture_output=True, text=True, timeout=900, check=True)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
+                    consumer.setdefault((name, impl), []).append(res["consumer_us_per_batch"])
                 load = os.getloadavg()[0]
+                us = res.get("consumer_us_per_batch")
+                us = f"  consumer {us:7.1f} us/batch" if us is not None else ""
                 print(f"round {r} {name:10s} {impl:10s} {res['samples_per_sec']:>10,.0f} "
-                      f"samples/s  (load {load:.1f})", flush=True)
+                      f"samples/s{us}  (load {load:.1f})", flush=True)
                 results.setdefault((name, impl), []).append(res["samples_per_sec"])
-    print("\nmedian over rounds (samples/s):")
-    print(f"{'file':10s} {'ffcv bench':>12s} {'ffcv_rs py':>12s} {'FFCV 1.0.2':>12s} "
-          f"{'py/bench':>9s} {'py/FFCV':>8s}")
+    load_after = os.getloadavg()
+    print(f"\n{args.rounds} rounds, {args.epochs} timed epochs each, {args.workers} workers; "
+          f"load average (1, 5, 15 min) "
+          f"{', '.join(f'{x:.1f}' for x in load_before)} at the start, "
+          f"{', '.join(f'{x:.1f}' for x in load_after)} at the end\n")
+    print("| file | `ffcv bench` (rounds) | `ffcv_rs` Python loop (rounds) | FFCV 1.0.2 Python "
+          "loop (rounds) | `ffcv_rs` / `ffcv bench`, per round | median ratio | `ffcv_rs` / "
+          "FFCV 1.0.2 (medians) | consumer µs/batch, `ffcv_rs` | consumer µs/batch, FFCV 1.0.2 |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
     for name in names:
-        b, rs, f = (statistics.median(results[(name, i)])
-                    for i in ("ffcv bench", "ffcv_rs", "ffcv"))
-        print(f"{name:10s} {b:>12,.0f} {rs:>12,.0f} {f:>12,.0f} {rs / b:>9.2f} {rs / f:>8.2f}")
+        b, rs, f = (results[(name, i)] for i in impls)
+        per_round = ", ".join(f"{x / y:.2f}" for x, y in zip(rs, b))
+        med = statistics.median
+        print(f"| {name} | {rounds_text(b)} | {rounds_text(rs)} | {rounds_text(f)} | "
+              f"{per_round} | {med(rs) / med(b):.2f} | {med(rs) / med(f):.2f} | "
+              f"{med(consumer[(name, 'ffcv_rs')]):.1f} | {med(consumer[(name, 'ffcv')]):.1f} |")
     return 0
 
 

@@ -75,6 +75,87 @@ pub fn views(batch: ffcv::Batch) -> Vec<OutputView> {
         .collect()
 }
 
+/// [`hand_over`]: pass output `index` to its converter as a DLPack capsule.
+pub const HAND_CAPSULE: u8 = 0;
+/// [`hand_over`]: pass output `index` to its converter as a `BatchOutput` view.
+pub const HAND_VIEW: u8 = 1;
+
+/// One batch as the tuple the consumer gets, built in one call: for each `(index, how,
+/// convert)` of `plan`, `convert(x)` where `x` is a DLPack capsule of output `index`
+/// ([`HAND_CAPSULE`]; `torch._C._from_dlpack` takes it as it is) or its view
+/// ([`HAND_VIEW`]; for `numpy.asarray`). Every capsule and view owns the batch, so its slot
+/// is reused only once nothing the consumer holds refers to it.
+///
+/// This replaces, per batch, a list of views and, per output, a `__dlpack__` call from
+/// Python with its keyword parsing and device tuple. Host batches only: a batch staged on
+/// a device needs the stream handshake of [`OutputView::__dlpack__`].
+pub fn hand_over<'py>(
+    py: Python<'py>,
+    batch: ffcv::Batch,
+    plan: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    if batch.attachment::<ffcv::gpu::GpuBatch>().is_some() {
+        return Err(PyValueError::new_err(
+            "this batch is staged on a device; its outputs are handed over through \
+             BatchOutput.__dlpack__ (next_batch), not next_outputs",
+        ));
+    }
+    let batch = Arc::new(batch);
+    let mut items = Vec::with_capacity(plan.len());
+    for entry in plan.iter() {
+        let (index, how, convert): (usize, u8, Bound<'py, PyAny>) = entry.extract()?;
+        let arg = match how {
+            HAND_CAPSULE => host_capsule(py, &batch, index)?,
+            HAND_VIEW => OutputView::new(&batch, Part::Rows(index))
+                .ok_or_else(|| no_output(&batch, index))?
+                .into_pyobject(py)?
+                .into_any(),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "next_outputs: hand-over kind {other} is not {HAND_CAPSULE} (capsule) or \
+                     {HAND_VIEW} (view)"
+                )));
+            }
+        };
+        items.push(convert.call1((arg,))?);
+    }
+    PyTuple::new(py, items)
+}
+
+fn no_output(batch: &ffcv::Batch, index: usize) -> PyErr {
+    pyo3::exceptions::PyIndexError::new_err(format!(
+        "next_outputs: output {index} does not exist (the batch has {})",
+        batch.outputs().len()
+    ))
+}
+
+/// A DLPack capsule of host output `index`, made without a view in between.
+fn host_capsule<'py>(
+    py: Python<'py>,
+    batch: &Arc<ffcv::Batch>,
+    index: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let info = batch
+        .outputs()
+        .get(index)
+        .ok_or_else(|| no_output(batch, index))?;
+    let (code, bits) = dlpack_type(&info.dtype, &info.name)?;
+    let out = batch
+        .output(&info.name)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    dlpack::capsule(
+        py,
+        dlpack::Tensor {
+            data: out.bytes().as_ptr(),
+            device: (dlpack::DEVICE_CPU, 0),
+            shape: out.shape(),
+            code,
+            bits,
+            owner: Box::new(Arc::clone(batch)),
+        },
+    )
+}
+
 impl OutputView {
     fn new(batch: &Arc<ffcv::Batch>, part: Part) -> Option<OutputView> {
         let n = batch.len();
@@ -149,34 +230,38 @@ impl OutputView {
     }
 
     fn dlpack_type(&self) -> PyResult<(u8, u8)> {
-        let code = match self.dtype.kind() {
-            NumpyKind::Int => dlpack::CODE_INT,
-            NumpyKind::UInt => dlpack::CODE_UINT,
-            NumpyKind::Float => dlpack::CODE_FLOAT,
-            NumpyKind::Bool => dlpack::CODE_BOOL,
-            _ => {
-                return Err(PyBufferError::new_err(format!(
-                    "output {:?}: dtype {} has no DLPack type",
-                    self.name,
-                    self.dtype.descr()
-                )));
-            }
-        };
-        let native = match self.dtype.byte_order() {
-            ByteOrder::Big => cfg!(target_endian = "big"),
-            ByteOrder::Little => cfg!(target_endian = "little"),
-            ByteOrder::NotApplicable => true,
-        };
-        if !native {
+        dlpack_type(&self.dtype, &self.name)
+    }
+}
+
+/// DLPack's `(type code, bits)` of a host output's element type; output `name` is named in
+/// the error for a type DLPack has no code or byte order for.
+fn dlpack_type(dtype: &NumpyDtype, name: &str) -> PyResult<(u8, u8)> {
+    let code = match dtype.kind() {
+        NumpyKind::Int => dlpack::CODE_INT,
+        NumpyKind::UInt => dlpack::CODE_UINT,
+        NumpyKind::Float => dlpack::CODE_FLOAT,
+        NumpyKind::Bool => dlpack::CODE_BOOL,
+        _ => {
             return Err(PyBufferError::new_err(format!(
-                "output {:?}: dtype {} is not in this machine's byte order (DLPack has no \
-                 byte order); use numpy.asarray",
-                self.name,
-                self.dtype.descr()
+                "output {name:?}: dtype {} has no DLPack type",
+                dtype.descr()
             )));
         }
-        Ok((code, (self.dtype.item_size() * 8) as u8))
+    };
+    let native = match dtype.byte_order() {
+        ByteOrder::Big => cfg!(target_endian = "big"),
+        ByteOrder::Little => cfg!(target_endian = "little"),
+        ByteOrder::NotApplicable => true,
+    };
+    if !native {
+        return Err(PyBufferError::new_err(format!(
+            "output {name:?}: dtype {} is not in this machine's byte order (DLPack has \
+             no byte order); use numpy.asarray",
+            dtype.descr()
+        )));
     }
+    Ok((code, (dtype.item_size() * 8) as u8))
 }
 
 fn u64_dtype() -> NumpyDtype {

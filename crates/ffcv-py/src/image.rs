@@ -44,3 +44,23 @@ pub fn downscale<'py>(
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(smaller.map(|s| (s.height(), s.width(), PyBytes::new(py, s.pixels()))))
 }
+
+/// The kind of a writer's `ImageField` from its `channels` (default 3) and `bits`
+/// (default 8), checked.
+pub(crate) fn image_kind(
+    channels: Option<u8>,
+    bits: Option<u8>,
+) -> Result<ffcv::format::ImageArgs, String> {
+    ffcv::format::ImageArgs::new(channels.unwrap_or(3), bits.unwrap_or(8))
+}
+
+/// What an `ImageField` of kind `args` stores for `bytes` (a JPEG or PNG file, or a raw
+/// sample from `ImageField._plain`): see `ffcv::image::store_image_bytes`.
+pub(crate) fn stored_image(
+    bytes: &[u8],
+    args: ffcv::format::ImageArgs,
+) -> Result<ffcv::format::FieldValue, String> {
+    ffcv::image::store_image_bytes(bytes, args)
+        .map(ffcv::format::FieldValue::Bytes)
+        .map_err(|e| e.to_string())
+}

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use ffcv::format::{FieldType, ReaderOptions};
 use ffcv::{DecoderChoice, EpochIter, Loader, Order};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::batch::{OutputView, views};
+use crate::batch::{OutputView, hand_over, views};
 use crate::errors;
 use crate::fork::{ForkSafe, Origin};
 use crate::mixture::MixtureArgs;
@@ -111,7 +111,7 @@ impl NativeLoader {
         indices, pipelines, drop_last, batches_ahead, recompile, compile, max_memory,
         prefetch_ahead, reader_threads, direct_io, retain_pages, hold_all_pages, max_image_pixels, resume=None,
         cuda_device=None, page_cache_dir=None, page_cache_size=None, custom_order=None,
-        custom_fields=None, mixture=None
+        custom_fields=None, mixture=None, views=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -145,6 +145,7 @@ impl NativeLoader {
         custom_order: Option<Vec<u64>>,
         custom_fields: Option<HashMap<String, (u64, u64)>>,
         mixture: Option<MixtureArgs>,
+        views: Option<Vec<(String, String)>>,
     ) -> PyResult<NativeLoader> {
         let mut pushed = None;
         let order = match order {
@@ -245,6 +246,22 @@ impl NativeLoader {
         if let Some(n) = cuda_device {
             // gpu-stage copies every output to the device; batches carry a `GpuBatch`.
             b = b.to_device(ffcv::gpu::ToDevice::new(ffcv::gpu::DeviceSpec::Cuda(n)));
+        }
+        // Views (`custom_field_mapper`): `(name, source)` in the mapper's order, each with
+        // the pipeline of its name (none: the source type's default decoder).
+        let mut pipelines = pipelines;
+        for (name, source) in views.unwrap_or_default() {
+            b = match pipelines.remove(&name) {
+                Some(None) => b.view(name, source, DecoderChoice::Disabled),
+                Some(Some(ops)) => {
+                    let json = reader
+                        .field_index(&source)
+                        .is_some_and(|i| reader.fields()[i].field_type == FieldType::Json);
+                    let p = spec::pipeline(&name, &ops, json)?;
+                    b.view(name, source, p)
+                }
+                None => b.view(name, source, DecoderChoice::Default),
+            };
         }
         // Sorted, so that errors about several fields always name the same one first.
         let mut fields: Vec<_> = pipelines.into_iter().collect();
@@ -382,7 +399,7 @@ impl NativeLoader {
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
     /// over (or was stopped). Waits with the GIL released.
     fn next_batch(&self, py: Python<'_>, id: u64) -> PyResult<Option<Vec<OutputView>>> {
-        Ok(self.next_batch_ids(py, id)?.map(|(views, _)| views))
+        Ok(self.next_raw(py, id)?.map(views))
     }
 
     /// As `next_batch`, with the batch's sample ids (for operations that take `indices`).
@@ -392,6 +409,22 @@ impl NativeLoader {
         id: u64,
     ) -> PyResult<Option<(Vec<OutputView>, Vec<u64>)>> {
         self.next_batch_ids(py, id)
+    }
+
+    /// The next batch of epoch `id` handed over in one call: a tuple of `convert(x)` for
+    /// each `(index, how, convert)` of `plan`, `x` being a DLPack capsule (`how` 0) or the
+    /// view (`how` 1) of output `index` (`batch::hand_over`); `None` when the epoch is over.
+    /// Host batches only. Waits as `next_batch` does.
+    fn next_outputs<'py>(
+        &self,
+        py: Python<'py>,
+        id: u64,
+        plan: &Bound<'py, PyTuple>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        match self.next_raw(py, id)? {
+            Some(batch) => hand_over(py, batch, plan).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Stops epoch `id` if it is still the running one: its producer and page readers are
@@ -497,6 +530,15 @@ impl NativeLoader {
         py: Python<'_>,
         id: u64,
     ) -> PyResult<Option<(Vec<OutputView>, Vec<u64>)>> {
+        Ok(self.next_raw(py, id)?.map(|batch| {
+            let ids = batch.sample_ids().to_vec();
+            (views(batch), ids)
+        }))
+    }
+
+    /// The next batch of epoch `id`, or `None` when the epoch is over (or was stopped);
+    /// see `next_batch`.
+    fn next_raw(&self, py: Python<'_>, id: u64) -> PyResult<Option<ffcv::Batch>> {
         self.here(py)?;
         let next = loop {
             // One slice without the GIL; `running` is released between slices.
@@ -523,10 +565,7 @@ impl NativeLoader {
                 self.stop(py, id);
                 Ok(None)
             }
-            Some(Ok(batch)) => {
-                let ids = batch.sample_ids().to_vec();
-                Ok(Some((views(batch), ids)))
-            }
+            Some(Ok(batch)) => Ok(Some(batch)),
             Some(Err(e)) => {
                 self.stop(py, id);
                 Err(errors::from_ffcv(py, e))

@@ -69,6 +69,7 @@ fn range(
 pub fn dtype(op: &str, name: &str) -> PyResult<ElemType> {
     Ok(match name {
         "uint8" | "u1" | "|u1" => ElemType::U8,
+        "uint16" | "u2" | "<u2" => ElemType::U16,
         "float16" | "f2" | "<f2" => ElemType::F16,
         "int32" | "i4" | "<i4" => ElemType::I32,
         "int64" | "i8" | "<i8" => ElemType::I64,
@@ -105,6 +106,31 @@ fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Decoder>>
             Arc::new(d)
         }
         "SimpleRGBImageDecoder" => Arc::new(SimpleRGBImageDecoder),
+        "SimpleImageDecoder" => Arc::new(ffcv::decode::ImageDecoder::simple()),
+        "CenterCropImageDecoder" => {
+            let ratio: f64 = param(name, params, "ratio", Some(224.0 / 256.0))?;
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(PyValueError::new_err(format!(
+                    "{name}: ratio {ratio} must be in (0, 1]"
+                )));
+            }
+            Arc::new(ffcv::decode::ImageDecoder::center_crop(
+                size(name, params)?,
+                ratio,
+            ))
+        }
+        "RandomResizedCropImageDecoder" => {
+            let (slo, shi) = range(name, params, "scale", (0.08, 1.0))?;
+            let (rlo, rhi) = range(name, params, "ratio", (3.0 / 4.0, 4.0 / 3.0))?;
+            let crop = ffcv::image::RandomResizedCrop {
+                scale: (slo, shi),
+                ratio: (rlo, rhi),
+            };
+            Arc::new(ffcv::decode::ImageDecoder::random_resized_crop_with(
+                size(name, params)?,
+                crop,
+            ))
+        }
         "CenterCropRGBImageDecoder" => {
             let ratio: f64 = param(
                 name,
@@ -159,11 +185,12 @@ pub fn operation(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Ope
             Arc::new(transforms::random_horizontal_flip(p).map_err(value_error)?)
         }
         "NormalizeImage" => {
-            let mean: [f64; 3] = param(name, params, "mean", None)?;
-            let std: [f64; 3] = param(name, params, "std", None)?;
+            // One mean and std per channel: 3 for RGB, 1 or 4 for an ImageField's kinds.
+            let mean: Vec<f64> = param(name, params, "mean", None)?;
+            let std: Vec<f64> = param(name, params, "std", None)?;
             let t: String = param(name, params, "dtype", Some("float32".into()))?;
             let dt = dtype(name, &t)?;
-            Arc::new(transforms::normalize_image(mean, std, dt).map_err(value_error)?)
+            Arc::new(transforms::normalize_channels(&mean, &std, dt).map_err(value_error)?)
         }
         "Cutout" => {
             let crop: usize = param(name, params, "crop_size", None)?;

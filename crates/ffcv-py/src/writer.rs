@@ -44,6 +44,8 @@ enum Column {
     VarArray(u64),
     Json,
     Image(RgbImageEncoder),
+    /// ImageField: a file's bytes or a raw sample (`crate::image::stored_image`).
+    Pixels(ffcv::format::ImageArgs),
     /// A custom field: `(metadata, payload or None, placeholder base)` from its `encode`.
     Custom(Arc<PyCustom>),
 }
@@ -278,6 +280,9 @@ fn convert(
                 height,
                 pixels,
             })
+        }
+        Column::Pixels(a) => {
+            crate::image::stored_image(&bytes("expected bytes")?, *a).map_err(|e| bad(&e))?
         }
         Column::Custom(handler) => {
             let (metadata, payload, base): (Vec<u8>, Option<Vec<u8>>, u64) = v
@@ -561,6 +566,14 @@ fn column(
                 .map_err(|e| errors::config(py, format!("field {name:?}: {e}")))?;
             let row = args.row_bytes().unwrap_or(1);
             (FieldType::VarArray(args), Column::VarArray(row))
+        }
+        "image" => {
+            let a = crate::image::image_kind(
+                get(name, params, "channels")?,
+                get(name, params, "bits")?,
+            )
+            .map_err(|e| errors::config(py, format!("field {name:?}: {e}")))?;
+            (FieldType::Image(a), Column::Pixels(a))
         }
         "ndarray" => array(false)?,
         "torch" => array(true)?,

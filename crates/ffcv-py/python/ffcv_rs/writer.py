@@ -33,8 +33,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 import numpy as np
 
 from . import _native
-from .fields import (BytesField, Field, FloatField, IntField, JSONField, NDArrayField,
-                     RGBImageField, TorchTensorField, VarArrayField)
+from .fields import (BytesField, Field, FloatField, ImageField, IntField, JSONField,
+                     NDArrayField, RGBImageField, TorchTensorField, VarArrayField)
 
 __all__ = ["DatasetWriter"]
 
@@ -44,7 +44,7 @@ MAX_PAGE_SIZE = 1 << 32
 # Exactly these classes are written natively with FFCV's type ids; any other class,
 # subclasses of these included, is a custom field (type id 255), as in FFCV's writer.
 _BUILT_IN = (IntField, FloatField, BytesField, NDArrayField, JSONField, TorchTensorField,
-             RGBImageField, VarArrayField)
+             RGBImageField, VarArrayField, ImageField)
 
 _ARGS_SIZE = 1024
 

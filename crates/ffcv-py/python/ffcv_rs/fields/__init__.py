@@ -4,6 +4,7 @@
 from .base import Field
 from .basics import FloatField, IntField
 from .bytes import BytesField
+from .image import ImageField
 from .json import JSONField
 from .ndarray import NDArrayField, TorchTensorField
 from .rgb_image import RGBImageField
@@ -19,4 +20,5 @@ __all__ = [
     "JSONField",
     "TorchTensorField",
     "VarArrayField",
+    "ImageField",
 ]

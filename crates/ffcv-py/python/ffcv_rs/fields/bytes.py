@@ -65,6 +65,10 @@ class BytesField(Field):
 
         if is_tagged(binary):
             return VarArrayField.from_binary(binary)
+        from .image import ImageField, is_tagged as is_image
+
+        if is_image(binary):
+            return ImageField.from_binary(binary)
         return BytesField()
 
     def to_binary(self) -> Any:

@@ -7,7 +7,7 @@ calling thread. Starting another epoch ends this one; freeing the iterator (the 
 """
 
 import sys
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -47,6 +47,20 @@ def select_buffer(buffer: Any, batch_slot: int, count: int) -> Any:
     return buffer[batch_slot][:count]
 
 
+def _hand_over_plan(loader: "Loader") -> Optional[Tuple[Tuple[int, int, Any], ...]]:
+    """The plan of ``_native.Loader.next_outputs`` when every output is a host output of
+    the Rust loader that Python only converts (a tensor or array over the slot, hand-over
+    steps included), else ``None``: then ``__next__`` takes the views and runs each
+    output's :class:`~ffcv_rs.loader.plan.OutputPlan`."""
+    if getattr(loader, "_cuda_device", None) is not None:
+        return None  # device outputs are handed over with DLPack's stream handshake
+    kinds = [kind for _, _, _, kind in loader._native.outputs()]
+    entries = [plan.native_hand_over(loader._torch, kinds) for plan in loader._output_plans]
+    if any(e is None for e in entries):
+        return None
+    return tuple(entries)
+
+
 class EpochIterator:
     """One epoch; see the module docs."""
 
@@ -58,6 +72,7 @@ class EpochIterator:
         self._with_ids = loader._needs_indices
         self._seed = loader.seed
         self._epoch = loader.next_epoch  # the epoch start_epoch runs
+        self._hand_over = None if self._with_ids else _hand_over_plan(loader)
         self._id = self._native.start_epoch()
 
     def __iter__(self) -> "EpochIterator":
@@ -67,6 +82,13 @@ class EpochIterator:
         return len(self._loader)
 
     def __next__(self) -> Tuple[Any, ...]:
+        plan = self._hand_over
+        if plan is not None:
+            # Every output is the Rust loader's, converted: one native call per batch.
+            batch = self._native.next_outputs(self._id, plan)
+            if batch is None:
+                raise StopIteration
+            return batch
         if self._with_ids:
             got = self._native.next_batch_with_ids(self._id)
             if got is None:

@@ -185,6 +185,13 @@ class Loader:
     slots, one stream per slot) and batches are CUDA tensors exported through DLPack.
     ``None`` (default) uses it when it can be built and falls back, with a warning, to
     torch's ``tensor.to(device)`` otherwise; ``True`` requires it; ``False`` never uses it.
+
+    ``custom_field_mapper`` (FFCV-SSL's): ``{name: source}`` adds output ``name``, field
+    ``source`` of the file (or an earlier name of the mapper) decoded again with
+    ``pipelines[name]`` (default: the source's default pipeline), with its own random
+    draws; batches hold the file's fields, then the mapped names in the mapper's order. A
+    ``PipelineSpec(source, ...)`` under another name does the same. See ``docs/python.md``
+    ("Several views of one field").
     """
 
     def __init__(
@@ -220,6 +227,7 @@ class Loader:
         weights: Optional[Sequence[float]] = None,
         samples_per_epoch: Optional[int] = None,
         when_exhausted: str = "cycle",
+        custom_field_mapper: Optional[Mapping[str, str]] = None,
     ):
         # FFCV's `filter` rebuilds a loader from the arguments it was given.
         self._args = dict(
@@ -233,6 +241,7 @@ class Loader:
             world_size=world_size, gpu_stage=gpu_stage, page_cache_dir=page_cache_dir,
             page_cache_size=page_cache_size, weights=weights,
             samples_per_epoch=samples_per_epoch, when_exhausted=when_exhausted,
+            custom_field_mapper=custom_field_mapper,
         )
         mixture = self._mixture_args(fname, weights, samples_per_epoch, when_exhausted,
                                      order, indices, custom_fields)
@@ -325,6 +334,7 @@ class Loader:
             first_order = self._sample_order(0)
             order = None
 
+        self._views = self._view_list(custom_field_mapper, pipelines)
         fields = self._plan_pipelines(dict(pipelines or {}), custom_fields)
         native_pipelines, self._field_plans = fields
         self._native_args = dict(
@@ -342,6 +352,7 @@ class Loader:
             custom_order=None if first_order is None else [int(i) for i in first_order],
             custom_fields=self._custom_layouts(custom_fields),
             mixture=mixture,
+            views=self._views or None,
             **self._page_cache,
         )
         if gpu_stage is not None and not isinstance(gpu_stage, bool):
@@ -442,6 +453,43 @@ class Loader:
             return list(self._reader.field_names)
         return []
 
+    def _view_list(self, mapper: Optional[Mapping[str, str]],
+                   pipelines: Optional[Mapping[str, Any]]) -> List[Tuple[str, str]]:
+        """``custom_field_mapper`` (and pipelines given as a ``PipelineSpec`` of another
+        field) as ``(name, field)`` pairs in order, a name mapped to a name resolved to the
+        file's field. Names and sources are checked here when the file is local, otherwise
+        by the Rust loader."""
+        pairs: List[Tuple[str, str]] = []
+        if mapper is not None:
+            if not isinstance(mapper, Mapping):
+                raise TypeError(f"custom_field_mapper must be a dict of names, not {mapper!r}")
+            pairs = list(mapper.items())
+        for output, spec in (pipelines or {}).items():
+            if isinstance(spec, PipelineSpec) and isinstance(spec.source, str) \
+                    and spec.source != output and all(n != output for n, _ in pairs):
+                pairs.append((output, spec.source))
+        fields = self._field_names()
+        views: List[Tuple[str, str]] = []
+        for name, source in pairs:
+            if not isinstance(name, str) or not isinstance(source, str):
+                raise TypeError(f"custom_field_mapper: {name!r}: {source!r} is not a pair of names")
+            field = dict(views).get(source, source)
+            if self._reader is not None:
+                if name in fields:
+                    raise ConfigError(f"custom_field_mapper: view {name!r} has the name of a "
+                                      "field of the file; give the view a new name")
+                if field not in fields:
+                    raise ConfigError(
+                        f"custom_field_mapper: view {name!r} maps to {source!r}, which is "
+                        f"neither a field of the file (fields: {', '.join(fields)}) nor a "
+                        "view added before it")
+            views.append((name, field))
+        return views
+
+    def _source_field(self, name: str) -> str:
+        """The file's field an output decodes (itself, or a view's source)."""
+        return dict(getattr(self, "_views", ())).get(name, name)
+
     def _plan_pipelines(self, pipelines: Dict[str, Any], custom_fields: Mapping[str, Any]) -> Any:
         """The Rust loader's pipelines, and per field what runs where (finished in
         ``_finish_plans`` once the Rust outputs are known)."""
@@ -456,10 +504,10 @@ class Loader:
         given = {}
         for output, spec in pipelines.items():
             if isinstance(spec, PipelineSpec):
-                if spec.source != output:
+                if spec.source != self._source_field(output) and spec.source != output:
                     raise ConfigError(
-                        f"pipeline {output!r}: its source is {spec.source!r}; several outputs of "
-                        "one field are not supported yet (give the field its own pipeline)")
+                        f"pipeline {output!r}: its source is {spec.source!r}, but "
+                        f"custom_field_mapper maps {output!r} to {self._source_field(output)!r}")
                 spec = spec.operations()
             elif spec is not None and not isinstance(spec, (list, tuple)):
                 raise ValueError(f"the pipeline of {output!r} must be a list of operations, a "
@@ -477,9 +525,13 @@ class Loader:
             ops = [as_operation(op, field) for op in ops]
             if not ops:
                 raise ValueError(f"pipeline of field {field!r} is empty; it starts with a decoder")
-            handler = handlers.get(field)
+            source = self._source_field(field)
+            handler = handlers.get(source)
             decoder, rest = self._decoder_of(field, ops, handler)
-            is_custom = field in custom
+            is_custom = source in custom
+            if source != field and (is_custom or not native_builtin(decoder)):
+                raise ConfigError(f"view {field!r} of {source!r}: a view's decoder runs in "
+                                  "Rust (a built-in decoder of a built-in field type)")
             native_decoder = native_builtin(decoder) and not is_custom
             if not native_decoder and self._reader is None:
                 raise ConfigError(f"field {field!r}: {decoder!r} runs in Python, which needs one "
@@ -488,7 +540,7 @@ class Loader:
                 # The decoder's own checks first, so that errors are FFCV's (a TypeError
                 # for images of several sizes under SimpleRGBImageDecoder).
                 decoder.accept_field(handler)
-                column = self._reader.metadata[f"f{self._reader.field_names.index(field)}"]
+                column = self._reader.metadata[f"f{self._reader.field_names.index(source)}"]
                 decoder.accept_globals(column, None)
                 decoder.declare_state_and_memory(INITIAL_STATE)
             native_ops, hand, python = split(field, decoder, rest, native_decoder)
@@ -588,7 +640,8 @@ class Loader:
             outputs = self._native.outputs()
             names = [name for name, _, _, _ in outputs]
         by_name = {name: (i, shape, typestr) for i, (name, shape, typestr, _) in enumerate(outputs)}
-        order = self._field_names() or names
+        fields = self._field_names()
+        order = fields + [n for n, _ in self._views] if fields else names
         hidden = getattr(self, "_hidden", None)
         self._outputs: List[Tuple[str, Any]] = []
         for field in order:
@@ -657,7 +710,8 @@ class Loader:
             spec = self._native_args["pipelines"].get(name) if native is not None else None
             if native is not None and spec is None and self._reader is not None:
                 # A field left to its default pipeline: the field's default decoder.
-                spec = [(self._reader.handlers[name].get_decoder_class()._native_name, {})]
+                handler = self._reader.handlers[self._source_field(name)]
+                spec = [(handler.get_decoder_class()._native_name, {})]
             code.append((name, tuple(n for n, _ in (spec or [])), tuple(s.code for s in steps)))
         self._output_plans = plans
         self._needs_indices = any(p.needs_indices for p in plans)
@@ -666,6 +720,7 @@ class Loader:
     def _globals(self, field: str) -> Tuple[Any, Any, Any]:
         """The field's metadata column, the memory reader and its state, for the Python
         steps (``None`` without a local file)."""
+        field = self._source_field(field)
         if self._reader is None or field not in self._reader.field_names:
             return None, None, None
         column = self._reader.metadata[f"f{self._reader.field_names.index(field)}"]
@@ -791,6 +846,8 @@ class Loader:
         FFCV's rule: the field is read once, in sequential order."""
         args = dict(self._args)
         pipelines = {name: None for name in self._field_names() or self.output_names}
+        # Views are outputs too: left out of the probe unless one is the field filtered.
+        pipelines.update({name: None for name, _ in self._views})
         given = dict(args.get("pipelines") or {})
         if field_name in given:
             pipelines[field_name] = given[field_name]

@@ -72,6 +72,23 @@ class HandOver:
             x = torch.from_dlpack(view)
         else:
             x = np.asarray(view)
+        return self.finish(x)
+
+    def converter(self, torch: Any) -> Tuple[int, Callable[[Any], Any]]:
+        """``(how, convert)`` for ``_native.Loader.next_outputs``: what the Rust loader
+        passes (``HAND_CAPSULE``: a DLPack capsule, ``HAND_VIEW``: the view) and the
+        callable that turns it into what :meth:`make` returns for the same view."""
+        if self.to_tensor and torch is not None:
+            how, base = HAND_CAPSULE, from_capsule(torch)
+        else:
+            how, base = HAND_VIEW, np.asarray
+        if not self.steps:
+            return how, base
+        return how, lambda x: self.finish(base(x))
+
+    def finish(self, x: Any) -> Any:
+        """The hand-over steps (permutes, device copies, squeezes, conversions, views) on
+        the tensor or array of the Rust loader's output."""
         for kind, arg in self.steps:
             if kind == "permute":
                 x = x.permute(0, 3, 1, 2) if hasattr(x, "permute") else np.transpose(x, (0, 3, 1, 2))
@@ -105,6 +122,19 @@ class HandOver:
                 dtype = arg if not state.jit_mode or not is_torch_dtype(arg) else numpy_dtype(arg)
                 state = replace(state, dtype=dtype, jit_mode=state.jit_mode and kind == "convert")
         return state
+
+
+#: How ``_native.Loader.next_outputs`` passes an output to its converter.
+HAND_CAPSULE, HAND_VIEW = 0, 1
+
+
+def from_capsule(torch: Any) -> Callable[[Any], Any]:
+    """torch's function from a DLPack capsule to a tensor over the same memory: the C
+    function behind ``torch.from_dlpack`` where torch has it (it skips the Python wrapper,
+    which asks the producer for its device and capsule), else ``torch.utils.dlpack``'s,
+    which takes a capsule too."""
+    fn = getattr(getattr(torch, "_C", None), "_from_dlpack", None)
+    return fn if callable(fn) else torch.utils.dlpack.from_dlpack
 
 
 def convert(x: Any, target: Any) -> Any:
@@ -337,6 +367,17 @@ class OutputPlan:
     @property
     def needs_indices(self) -> bool:
         return self.native_index is None or any(s.with_indices for s in self.steps)
+
+    def native_hand_over(self, torch: Any, kinds: Sequence[str]
+                         ) -> Optional[Tuple[int, int, Callable[[Any], Any]]]:
+        """This output's ``(index, how, convert)`` for ``_native.Loader.next_outputs``
+        (which then gives what :meth:`make` gives), or ``None`` when Python has more to do
+        than convert the Rust loader's output: a Python decoder or operation, or padded
+        rows (``kinds`` of the Rust outputs: ``"rows"``), which come with their lengths."""
+        if self.native_index is None or self.steps or kinds[self.native_index] == "rows":
+            return None
+        how, convert = self.hand.converter(torch)
+        return self.native_index, how, convert
 
     def make(self, views: Sequence[Any], indices: Any, torch: Any, seed: int = 0,
              epoch: int = 0) -> Any:

@@ -24,7 +24,9 @@ def ch_dtype_from_numpy(dtype: Any) -> Any:
 class NormalizeImage(Operation):
     """``(x - mean[c]) / std[c]`` per channel of ``uint8`` images, as ``type`` (float16,
     float32 or float64): each of the 256 values per channel computed in float64 and
-    rounded once, as FFCV's lookup table is. The Rust loader outputs ``type`` directly
+    rounded once, as FFCV's lookup table is. One mean and std per channel: 3 for RGB, 1
+    or 4 for an ``ImageField``'s kinds, whose ``uint16`` images the Rust loader
+    normalizes directly in float64. The Rust loader outputs ``type`` directly
     (FFCV's CPU path gives the int16 bits of float16, which ``View(np.float16)`` or
     ``ToTorchImage`` turn back; both give the same values)."""
 
@@ -34,8 +36,10 @@ class NormalizeImage(Operation):
         super().__init__()
         self.mean = [float(x) for x in np.asarray(mean, dtype=np.float64).reshape(-1)]
         self.std = [float(x) for x in np.asarray(std, dtype=np.float64).reshape(-1)]
-        if len(self.mean) != 3 or len(self.std) != 3:
-            raise ValueError("NormalizeImage: mean and std need 3 values (RGB)")
+        # One value per channel: 3 for RGB, 1 or 4 for an ImageField's gray and RGBA.
+        if len(self.mean) not in (1, 3, 4) or len(self.std) != len(self.mean):
+            raise ValueError("NormalizeImage: mean and std need one value per channel "
+                             "(3 for RGB; 1 or 4 for ImageField's kinds), as many of each")
         self.type = dtype_name(type)
         if self.type not in ("float16", "float32", "float64"):
             raise ValueError(f"NormalizeImage: type {self.type} is not a float type")
@@ -46,21 +50,22 @@ class NormalizeImage(Operation):
     def generate_code(self) -> Callable:
         table = self.lookup_table
         loop = Compiler.get_iterator()
+        nc = len(self.mean)
 
         def normalize(images, result):
             n = images.shape[0]
-            flat_in = images.reshape(n, -1, 3)
-            flat_out = result[:n].reshape(n, -1, 3)
+            flat_in = images.reshape(n, -1, nc)
+            flat_out = result[:n].reshape(n, -1, nc)
             for i in loop(n):
                 for px in range(flat_in.shape[1]):
-                    for c in range(3):
+                    for c in range(nc):
                         flat_out[i, px, c] = table[flat_in[i, px, c], c]
             return result[:n]
 
         normalize.is_parallel = True
         compiled = Compiler.compile(normalize)
         vectorised = compiled is normalize  # no numba (or disabled): NumPy indexing
-        channels = np.arange(3)
+        channels = np.arange(nc)
         torch_table = {}
 
         def normalize_any(images, result):
@@ -77,10 +82,10 @@ class NormalizeImage(Operation):
 
                 torch_table[key] = torch.from_numpy(table).to(images.device)
             t = torch_table[key]
-            channel_axis = 1 if images.dim() == 4 and images.shape[1] == 3 and images.shape[-1] != 3 else -1
+            channel_axis = 1 if images.dim() == 4 and images.shape[1] == nc and images.shape[-1] != nc else -1
             out = result[: images.shape[0]]
             idx = images.long()
-            for c in range(3):
+            for c in range(nc):
                 src = idx.select(channel_axis, c)
                 out.select(channel_axis, c).copy_(t[:, c][src])
             return out
