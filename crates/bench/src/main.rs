@@ -22,6 +22,7 @@ mod report;
 mod resume;
 mod row_transforms;
 mod timing;
+mod views;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -247,6 +248,13 @@ fn run(args: &Args) -> Result<(), String> {
             &|name| filter.keeps(name),
             &progress,
         )?);
+    }
+    // loader/photos/views/*: two views of each photograph against one.
+    if views::row_names().iter().any(|name| filter.keeps(name)) {
+        let dataset = loader_matrix::ensure_photos(&out_dir, &progress)?;
+        progress("measuring loader/photos/views/*");
+        let suite_rows = views::rows(&dataset)?;
+        rows.extend(suite_rows.into_iter().filter(|row| filter.keeps(&row.name)));
     }
     if loader_matrix::row_names_with(loader_matrix::PHOTOS_LABEL, &transforms)
         .iter()
