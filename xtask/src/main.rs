@@ -153,8 +153,9 @@ fn verify_steps(root: &Path) -> Result<(), String> {
 }
 
 /// The Python package's suite: a virtual environment under `target/` (made once, with
-/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy, pytest
-/// and webdataset from the package index, the package built into it, then pytest.
+/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy, pytest,
+/// webdataset, pyarrow and tfrecord from the package index, the package built into it,
+/// then pytest.
 /// pytest's exit 5 (no test collected) counts as a failure: the suite must run.
 fn python_tests(root: &Path) -> Result<(), String> {
     let venv = root.join("target").join("python-venv");
@@ -169,6 +170,11 @@ fn python_tests(root: &Path) -> Result<(), String> {
             "pytest",
             // FFCV's `from_webdataset` reads shards through it (test_webdataset.py).
             "webdataset",
+            // Parquet and Arrow IPC files for `ffcv write parquet|arrow`
+            // (test_parquet_cli.py), and an independent TFRecord writer for
+            // `ffcv write tfrecord` (test_tfrecord_cli.py).
+            "pyarrow",
+            "tfrecord",
         ],
     )?;
     run(

@@ -67,6 +67,36 @@ pub enum CliError {
         reason: String,
     },
 
+    /// An object in storage (`s3://`, …) could not be fetched or uploaded.
+    #[error("{url}: {reason}")]
+    Remote {
+        /// The object's URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A local file could not be created or written (the staging directory of remote
+    /// inputs and outputs).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// `ffcv write parquet`, `arrow`, `tfrecord`: an input file cannot be read, or a
+    /// record cannot be converted.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The input file.
+        path: PathBuf,
+        /// What is wrong (with the record where one is at fault).
+        reason: String,
+    },
+
     /// The loader (`ffcv dump --decoder`) could not be built or failed to decode a sample.
     #[error(transparent)]
     Loader(#[from] ffcv::Error),

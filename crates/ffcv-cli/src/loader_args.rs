@@ -184,7 +184,10 @@ impl LoaderArgs {
         }
         if self.transforms.is_empty() {
             for d in &self.decoders {
-                b = b.decoder(d.field.clone(), d.choice.clone());
+                b = match &d.source {
+                    Some(source) => b.view(d.field.clone(), source.clone(), d.choice.clone()),
+                    None => b.decoder(d.field.clone(), d.choice.clone()),
+                };
             }
             return Ok(b);
         }

@@ -4,6 +4,8 @@
 //! Exit status: 0 on success, 1 on a runtime error (one line on stderr, `ffcv: error: ...`,
 //! naming the file and what is wrong), 2 on a usage error (clap's message).
 
+mod arrow_cells;
+mod arrow_input;
 mod byte_size;
 mod cache_args;
 mod commands;
@@ -13,9 +15,13 @@ mod jpeg_passthrough;
 mod loader_args;
 mod mix_args;
 mod numeric_flags;
+mod object_io;
+mod parquet_input;
 mod pipeline_args;
 mod process_counters;
 mod state_file;
+mod table_fields;
+mod tfrecord;
 mod webdataset;
 mod webdataset_fields;
 
@@ -80,7 +86,10 @@ fn main() -> ExitCode {
         // slot_stage, page loads) prints its busy and idle time: the loader's timeline.
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
-    match run(&cli) {
+    let result = run(&cli);
+    // Fetched inputs and outputs not uploaded (`ffcv write` with URLs) go.
+    object_io::remove_staging();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // `ffcv dump FILE | head` closes the pipe early: that is the reader's choice, not an error.
         Err(err) if is_broken_pipe(err.as_ref()) => ExitCode::SUCCESS,

@@ -13,11 +13,15 @@ use ffcv::jit::Operation;
 use ffcv::transform_spec::FieldTransforms;
 use ffcv::{DecoderChoice, LoaderBuilder};
 
-/// One `--decoder FIELD=SPEC`: the field, the text as given and the decoder.
+/// One `--decoder FIELD=SPEC` (or `NAME=SOURCE:SPEC`, a view): the field, the text as
+/// given and the decoder.
 #[derive(Debug, Clone)]
 pub struct DecoderArg {
-    /// The field.
+    /// The field (a view's name for a view).
     pub field: String,
+    /// For a view (`image_0=image:random-resized-crop:224x224`, FFCV-SSL's
+    /// `custom_field_mapper`): the field (or earlier view) it decodes again.
+    pub source: Option<String>,
     /// The flag's value as given (`image=center-crop:224x224`), for reports and
     /// recommended commands.
     pub text: String,
@@ -35,9 +39,23 @@ impl DecoderArg {
 /// Parses `--decoder`'s value through the parser `ffcv dump --decoder` shares (the clap
 /// value parser: an error exits 2).
 pub fn parse_decoder(text: &str) -> Result<DecoderArg, String> {
-    let (field, choice) = ffcv::decode::parse_field_decoder(text).map_err(|e| e.to_string())?;
+    let (field, choice, source) = match ffcv::decode::parse_field_decoder(text) {
+        Ok((field, choice)) => (field, choice, None),
+        Err(e) => {
+            // Not a decoder: `NAME=SOURCE:SPEC`, a view of SOURCE (`SOURCE:default` for
+            // the source type's default decoder).
+            let view = text.split_once('=').and_then(|(name, spec)| {
+                let (source, rest) = spec.split_once(':')?;
+                let choice: DecoderChoice = rest.parse().ok()?;
+                let ok = !name.is_empty() && !source.is_empty();
+                ok.then(|| (name.to_owned(), choice, Some(source.to_owned())))
+            });
+            view.ok_or_else(|| e.to_string())?
+        }
+    };
     Ok(DecoderArg {
         field,
+        source,
         text: text.to_owned(),
         choice,
     })
@@ -49,7 +67,9 @@ pub fn decoder_help() -> String {
         "A field's decoder, repeatable: FIELD=SPEC with SPEC one of {}. A crop decoder's \
          `:dct-scale` (e.g. `image=center-crop:112x112:dct-scale`) is opt-in DCT-domain \
          downscaling, decoding the JPEG at 1/2, 1/4 or 1/8 where the crop is at least twice \
-         the output (faster, not FFCV's pixels)",
+         the output (faster, not FFCV's pixels). NAME=SOURCE:SPEC adds a view, output NAME \
+         decoding field SOURCE again with its own random draws (FFCV-SSL's \
+         custom_field_mapper), e.g. `image_0=image:random-resized-crop:224x224`",
         DecoderChoice::GRAMMAR
     )
 }
@@ -67,7 +87,9 @@ pub fn transform_help() -> String {
 /// Gives `builder` the fields' decoders and transforms. A field with transforms gets one
 /// pipeline: its decoder (the last `--decoder` for it, else the field type's default) and
 /// the ops of every `--transform` for it, in the order given. Other fields get their
-/// decoder. The error names the field (unknown field, disabled field with transforms).
+/// decoder. Views (`--decoder NAME=SOURCE:SPEC`) come after, in the order given, each with
+/// the transforms of its NAME. The error names the field (unknown field, disabled field
+/// with transforms).
 pub fn apply(
     mut builder: LoaderBuilder,
     reader: &Reader,
@@ -81,9 +103,14 @@ pub fn apply(
             .find(|d| d.field == field)
             .map(|d| &d.choice)
     };
+    let is_view = |field: &str| {
+        decoders
+            .iter()
+            .any(|d| d.field == field && d.source.is_some())
+    };
     let mut done: Vec<&str> = Vec::new();
     for t in transforms {
-        if done.contains(&t.field.as_str()) {
+        if done.contains(&t.field.as_str()) || is_view(&t.field) {
             continue;
         }
         done.push(&t.field);
@@ -98,9 +125,38 @@ pub fn apply(
         builder = builder.pipeline(t.field.clone(), spec);
     }
     for d in decoders {
-        if !done.contains(&d.field.as_str()) {
+        if !done.contains(&d.field.as_str()) && d.source.is_none() {
             builder = builder.decoder(d.field.clone(), d.choice.clone());
         }
+    }
+    for (i, d) in decoders.iter().enumerate() {
+        let Some(source) = &d.source else { continue };
+        // The last `--decoder` of a view's name is the one that counts.
+        if decoders[i + 1..].iter().any(|later| later.field == d.field) {
+            continue;
+        }
+        let ops: Vec<Arc<dyn Operation>> = transforms
+            .iter()
+            .filter(|t| t.field == d.field)
+            .flat_map(|t| t.ops.iter().cloned())
+            .collect();
+        builder = if ops.is_empty() {
+            builder.view(d.field.clone(), source.clone(), d.choice.clone())
+        } else {
+            // The default decoder is the file field's, found through views of views.
+            let mut field = source.as_str();
+            for _ in 0..decoders.len() {
+                match decoders.iter().rev().find(|o| o.field == field) {
+                    Some(DecoderArg {
+                        source: Some(s), ..
+                    }) => field = s,
+                    _ => break,
+                }
+            }
+            let spec = ffcv::transform_spec::field_pipeline(reader, field, Some(&d.choice), &ops)
+                .map_err(|e| format!("--decoder {}: {e}", d.text))?;
+            builder.view(d.field.clone(), source.clone(), spec)
+        };
     }
     Ok(builder)
 }

@@ -79,7 +79,8 @@ pub struct Shards {
 /// The error of shard `path`, for the command line (exit status 1).
 pub fn shard_error(path: &Path, reason: impl Into<String>) -> CliError {
     CliError::WebDataset {
-        path: path.to_path_buf(),
+        // A fetched object is named by its URL, not its staging copy.
+        path: PathBuf::from(crate::object_io::display_name(path)),
         reason: reason.into(),
     }
 }
@@ -94,10 +95,15 @@ pub fn shard_error(path: &Path, reason: impl Into<String>) -> CliError {
 /// is opened).
 pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
     let mut out = BTreeSet::new();
+    let mut urls = BTreeSet::new();
     for input in inputs {
         let names = expand_braces(input)
             .map_err(|reason| CliError::Usage(format!("input `{input}`: {reason}")))?;
         for name in names {
+            if crate::object_io::is_remote(&name) {
+                urls.extend(crate::object_io::expand_remote(&name)?);
+                continue;
+            }
             let is_pattern = name.contains(['*', '?', '[']) && !Path::new(&name).exists();
             if !is_pattern {
                 out.insert(PathBuf::from(name));
@@ -116,10 +122,16 @@ pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && urls.is_empty() {
         return Err(CliError::Usage("no input shards given".into()));
     }
-    Ok(out.into_iter().collect())
+    // Objects are fetched whole before any is read (the readers reach members at
+    // random), in URL order, after the local files.
+    let mut paths: Vec<PathBuf> = out.into_iter().collect();
+    for url in urls {
+        paths.push(crate::object_io::fetch(&url)?);
+    }
+    Ok(paths)
 }
 
 /// The names a brace list stands for, in the order written (see [`expand_inputs`]). A

@@ -7,5 +7,7 @@ pub mod inspect;
 pub mod order;
 pub mod write;
 pub mod write_images;
+pub mod write_images_kept;
 pub mod write_output;
+pub mod write_table;
 pub mod write_webdataset;

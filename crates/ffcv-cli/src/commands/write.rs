@@ -26,6 +26,12 @@ enum WriteSource {
     ImageFolder(super::write_images::ImageFolderArgs),
     /// Write WebDataset tar shards (records grouped by key, extensions mapped to fields).
     Webdataset(super::write_webdataset::WebDatasetArgs),
+    /// Write Parquet files (`datasets`' `to_parquet`; columns mapped to fields).
+    Parquet(super::write_table::TableArgs),
+    /// Write Arrow IPC files (`datasets`' `save_to_disk`; columns mapped to fields).
+    Arrow(super::write_table::TableArgs),
+    /// Write TFRecord files of `tf.train.Example`s (TFDS; features mapped to fields).
+    Tfrecord(super::write_table::TableArgs),
 }
 
 /// Arguments of `ffcv write synthetic`.
@@ -70,6 +76,15 @@ pub fn run(args: &WriteArgs) -> Result<()> {
         WriteSource::Synthetic(args) => synthetic(args),
         WriteSource::ImageFolder(args) => super::write_images::image_folder(args),
         WriteSource::Webdataset(args) => super::write_webdataset::run(args),
+        WriteSource::Parquet(args) => {
+            super::write_table::run(super::write_table::Format::Parquet, args)
+        }
+        WriteSource::Arrow(args) => {
+            super::write_table::run(super::write_table::Format::Arrow, args)
+        }
+        WriteSource::Tfrecord(args) => {
+            super::write_table::run(super::write_table::Format::TfRecord, args)
+        }
     }
 }
 

@@ -49,6 +49,11 @@ pub struct ImageFolderArgs {
     /// the end and in OUT.skipped.json. Labels still follow the sorted class folders.
     #[arg(long)]
     pub skip_unreadable: bool,
+    /// Keep each image as it is (gray, 16-bit, RGBA) instead of FFCV's RGB8: an ImageField
+    /// (an ffcv-rs extension FFCV reads as bytes) of the first image's channels and bits;
+    /// every image must be of that kind (docs/writing.md).
+    #[arg(long)]
+    pub keep_pixels: bool,
     /// Page size, writer threads and shards.
     #[command(flatten)]
     pub target: WriteTarget,
@@ -219,6 +224,22 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         folder
             .skip_unreadable(args.target.workers.unwrap_or(0))
             .map_err(folder_error)?;
+    }
+    if args.keep_pixels {
+        if args.image.max_resolution.is_some() || args.image.jpeg_passthrough {
+            return Err(CliError::ImageFolder {
+                path: args.src.clone(),
+                reason: "--keep-pixels stores every image as it is: it takes neither \
+                         --max-resolution nor --jpeg-passthrough"
+                    .into(),
+            });
+        }
+        return super::write_images_kept::image_folder_kept(
+            &args.src,
+            &args.out,
+            &args.target,
+            &folder,
+        );
     }
     let fields = vec![
         FieldSpec::new("image", FieldType::RgbImage),

@@ -1,6 +1,6 @@
-//! What the sources of `ffcv write` (`synthetic`, `image-folder`, `webdataset`) share
-//! about their output: the `--page-size`, `--workers`, `--shards N` and `--shard-index I`
-//! flags, the progress bar, and the summary of the files written.
+//! What the sources of `ffcv write` share about their output: the `--page-size`,
+//! `--workers`, `--shards N` and `--shard-index I` flags, OUT in object storage
+//! (`crate::object_io`), the progress bar, and the summary of the files written.
 
 use std::io::IsTerminal;
 use std::ops::Range;
@@ -33,7 +33,9 @@ impl WriteTarget {
     /// size and --workers (else the writer's default, one thread per CPU); a bad page size is
     /// the writer's error.
     pub(crate) fn writer(&self, out: &Path, fields: Vec<FieldSpec>) -> Result<DatasetWriter> {
-        let writer = DatasetWriter::new(self.shards.writer_path(out), fields)?
+        // A URL is written to a staging file first; `ShardsArg::write` uploads it.
+        let out = crate::object_io::local_output(out)?;
+        let writer = DatasetWriter::new(self.shards.writer_path(&out), fields)?
             .with_page_size(self.page_size)?;
         Ok(match self.workers {
             Some(workers) => writer.with_num_workers(workers),
@@ -116,7 +118,19 @@ impl ShardsArg {
     /// Writes `source` with `writer` (made for [`ShardsArg::writer_path`]): all N shards,
     /// or with --shard-index only shard I, the I-th contiguous block of
     /// [`beton_io::shard_ranges`], exactly the samples of shard I of the all-N write.
+    /// Shards of an OUT URL are then uploaded ([`crate::object_io::commit`]) and named by
+    /// their URLs.
     pub(crate) fn write<S: SampleSource + ?Sized>(
+        self,
+        writer: &DatasetWriter,
+        source: &S,
+    ) -> Result<Vec<ShardWritten>> {
+        let mut shards = self.write_local(writer, source)?;
+        crate::object_io::commit(&mut shards)?;
+        Ok(shards)
+    }
+
+    fn write_local<S: SampleSource + ?Sized>(
         self,
         writer: &DatasetWriter,
         source: &S,

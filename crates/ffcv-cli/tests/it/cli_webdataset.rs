@@ -84,7 +84,7 @@ fn dump(path: &Path) -> Vec<Value> {
 }
 
 /// One record of the generated shards: its key, label, image and values.
-struct Source {
+pub(crate) struct Source {
     key: String,
     label: i64,
     image: RgbImage,
@@ -96,7 +96,7 @@ struct Source {
 /// Three shards (`shard-000.tar` … `shard-002.tar`) of 4, 1 and 3 records, each with
 /// `png`, `cls`, `json`, `npy` and `txt` members; the tars also hold a member without an
 /// extension and a top-level `__meta__` file, which belong to no record.
-fn generated_shards(dir: &Path) -> Vec<Source> {
+pub(crate) fn generated_shards(dir: &Path) -> Vec<Source> {
     let mut all = Vec::new();
     let mut k = 0u32;
     for (s, count) in [4, 1, 3].into_iter().enumerate() {

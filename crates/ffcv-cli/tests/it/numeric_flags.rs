@@ -148,6 +148,14 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
     let shard = webdataset_shard(dir.path(), &folder);
     let shard = shard.to_str().unwrap();
     let folder = folder.to_str().unwrap();
+    let [parquet, arrow] = crate::cli_tables::label_files(dir.path());
+    let tfrecord = dir.path().join("labels.tfrecord");
+    crate::cli_tfrecord::label_file(&tfrecord, &[4, 5]);
+    let (parquet, arrow, tfrecord) = (
+        parquet.to_str().unwrap(),
+        arrow.to_str().unwrap(),
+        tfrecord.to_str().unwrap(),
+    );
     let pages = dir.path().join("pages");
     let pages = pages.to_str().unwrap();
 
@@ -256,6 +264,19 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         "write",
         "webdataset",
         shard,
+        out,
+        "--write-mode",
+        "proportion",
+    ];
+    let tables = [
+        ["write", "parquet", parquet, out],
+        ["write", "arrow", arrow, out],
+        ["write", "tfrecord", tfrecord, out],
+    ];
+    let tfrecord_proportion = [
+        "write",
+        "tfrecord",
+        tfrecord,
         out,
         "--write-mode",
         "proportion",
@@ -501,6 +522,22 @@ fn every_numeric_flag_at_its_extremes_exits_0_1_or_2_without_a_panic() {
         row(&webdataset, "--workers", "{}", &[]),
         row(&webdataset, "--shards", "{}", &[]),
         row(&webdataset, "--shard-index", "{}", &[("0", 0)]),
+        // write parquet, arrow, tfrecord: one set of flags (write_table.rs's TableArgs)
+        row(&tables[2], "--max-resolution", "{}", &[]),
+        row(&tables[2], "--jpeg-quality", "{}", &[]),
+        row(
+            &tfrecord_proportion,
+            "--compress-probability",
+            "{}",
+            &[("0", 0)],
+        ),
+        row(&tfrecord_proportion, "--seed", "{}", ok_zero_and_max),
+        row(&tables[2], "--page-size", "{}", &[("0", 1), (MAX, 1)]),
+        row(&tables[0], "--workers", "{}", &[]),
+        row(&tables[1], "--workers", "{}", &[]),
+        row(&tables[2], "--workers", "{}", &[]),
+        row(&tables[0], "--shards", "{}", &[]),
+        row(&tables[1], "--shard-index", "{}", &[("0", 0)]),
     ];
     let mut failures = Vec::new();
     for row in &rows {

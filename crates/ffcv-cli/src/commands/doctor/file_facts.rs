@@ -127,7 +127,7 @@ pub fn file_facts(
         }
     }
     for d in decoders {
-        if reader.field_index(&d.field).is_none() {
+        if d.source.is_none() && reader.field_index(&d.field).is_none() {
             return Err(CliError::Usage(format!(
                 "--decoder `{}`: expected FIELD=SPEC with a field of {}",
                 d.text,
@@ -141,7 +141,10 @@ pub fn file_facts(
             .rev()
             .find(|d| d.field == t.field)
             .is_some_and(|d| matches!(d.choice, DecoderChoice::Disabled));
-        if reader.field_index(&t.field).is_none() || disabled {
+        let view = decoders
+            .iter()
+            .any(|d| d.field == t.field && d.source.is_some());
+        if (reader.field_index(&t.field).is_none() && !view) || disabled {
             return Err(CliError::Usage(format!(
                 "--transform `{}`: expected FIELD=OPS with an enabled field of {}",
                 t.text(),
