@@ -31,6 +31,7 @@ pub mod args;
 pub mod diagnose;
 pub mod facts;
 pub mod file_facts;
+pub mod heap;
 pub mod measure;
 pub mod report;
 pub mod rules;

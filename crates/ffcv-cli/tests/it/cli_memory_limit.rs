@@ -207,15 +207,22 @@ fn in_a_memory_limited_cgroup_the_doctor_names_storage_and_its_recommendation_fi
         baseline["read_amplification"].as_f64().unwrap() >= 0.5,
         "{baseline}"
     );
+    // The baseline is named storage-bound: the first change tried targets storage.
     assert_eq!(
-        report["diagnosis"]["scarce_resource"], "storage",
+        report["trials"][1]["targets"], "storage",
         "{}",
-        report["diagnosis"]
+        report["trials"]
     );
-    // What the process holds (the process cache within half the limit, the slots) stays
-    // below the pressure mark; the file pages the reader maps are the kernel's to drop.
-    let held = report["diagnosis"]["memory_held_share"].as_f64().unwrap();
-    assert!(held < 0.9, "{}", report["diagnosis"]);
+    // The kept configuration's diagnosis: storage, unless a candidate kept over it (a
+    // deeper prefetch, when the machine's noise favours it) holds 90% of the limit, which
+    // is memory pressure. The baseline itself (the process cache within half the limit)
+    // holds well below that; the file pages the reader maps are the kernel's to drop.
+    let diagnosis = &report["diagnosis"];
+    let held = diagnosis["memory_held_share"].as_f64().unwrap();
+    let expected = if held >= 0.9 { "memory" } else { "storage" };
+    assert_eq!(diagnosis["scarce_resource"], expected, "{diagnosis}");
+    let baseline_held = baseline["peak_held_bytes"].as_u64().unwrap();
+    assert!(baseline_held < LIMIT * 8 / 10, "{baseline}");
     let evidence = report["diagnosis"]["evidence"].to_string();
     assert!(evidence.contains("read amplification"), "{evidence}");
     assert!(evidence.contains("major page faults"), "{evidence}");

@@ -44,6 +44,9 @@ pub fn measure(
     seed: u64,
     slice: Duration,
 ) -> Result<Measurement, RunError> {
+    // The previous configuration's freed memory goes back first, so that what this one
+    // holds is measured alone.
+    super::heap::release_free_heap();
     let mut loader = build_loader(args, knobs, seed)?;
     if loader.is_empty() {
         return Err(RunError::other(format!(
