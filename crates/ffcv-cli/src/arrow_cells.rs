@@ -8,6 +8,7 @@
 //! with the same error (kept too, so a broken group is not decoded again per record).
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -60,6 +61,16 @@ impl Groups {
     pub fn find(&self, i: usize) -> (usize, usize) {
         let g = self.starts.partition_point(|&s| s <= i).saturating_sub(1);
         (g, i - self.starts.get(g).copied().unwrap_or(0))
+    }
+
+    /// Record `i`'s file (of `paths`, the files the groups index), its row in that file,
+    /// and how messages name it (`row N`): what [`crate::table_fields::Table::locate`]
+    /// gives for the Parquet and Arrow tables.
+    pub fn locate<'a>(&self, paths: &'a [PathBuf], i: usize) -> (&'a Path, u64, String) {
+        let (g, row) = self.find(i);
+        let group = &self.groups[g];
+        let row = group.first_row + row as u64;
+        (&paths[group.file], row, format!("row {row}"))
     }
 }
 

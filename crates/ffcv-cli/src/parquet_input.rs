@@ -133,10 +133,7 @@ impl Table for ParquetTable {
     }
 
     fn locate(&self, i: usize) -> (&Path, u64, String) {
-        let (g, row) = self.groups.find(i);
-        let group = &self.groups.groups[g];
-        let row = group.first_row + row as u64;
-        (&self.paths[group.file], row, format!("row {row}"))
+        self.groups.locate(&self.paths, i)
     }
 
     fn columns(&self) -> Vec<String> {
