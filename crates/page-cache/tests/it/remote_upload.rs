@@ -60,14 +60,7 @@ fn uploads_commit_whole_objects_and_failed_ones_leave_none() {
                     return;
                 }
             };
-            let vars = [
-                ("AWS_ENDPOINT_URL", moto.endpoint.clone()),
-                ("AWS_ALLOW_HTTP", "true".into()),
-                ("AWS_ACCESS_KEY_ID", "testing".into()),
-                ("AWS_SECRET_ACCESS_KEY", "testing".into()),
-                ("AWS_REGION", "us-east-1".into()),
-            ];
-            for (k, v) in vars {
+            for (k, v) in moto.aws_env() {
                 // SAFETY: the test runs alone in its own process (`own_process`), and
                 // nothing else there reads or writes the environment concurrently.
                 unsafe { std::env::set_var(k, v) };

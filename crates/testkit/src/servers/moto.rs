@@ -70,6 +70,18 @@ impl Moto {
         })
     }
 
+    /// The `AWS_*` variables that point `object_store`'s S3 client (and a CLI child
+    /// inheriting them) at this server, with moto's test credentials.
+    pub fn aws_env(&self) -> [(&'static str, String); 5] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
     /// Creates `bucket` (if new) and uploads `bytes` as `key`.
     ///
     /// # Panics
