@@ -2,7 +2,7 @@
 //! `az://` (and inputs `http(s)://`) URLs.
 //!
 //! - **Inputs** are fetched whole, front to back ([`page_cache::remote::stream`], chunks
-//!   fetched ahead), into a staging directory before they are read, since the readers
+//!   fetched ahead; four objects at once), into a staging directory before they are read, since the readers
 //!   reach members at random (tar, Parquet). `s3://bucket/prefix*suffix` lists the bucket
 //!   (`train-*.tar`); brace lists expand before, as for local names. Errors name the URL.
 //! - **OUT** is written to the staging directory first, then each file is uploaded
@@ -102,6 +102,45 @@ pub fn expand_remote(name: &str) -> Result<Vec<String>> {
         )));
     }
     Ok(objects)
+}
+
+/// Objects fetched at once.
+const FETCHES_AT_ONCE: usize = 4;
+
+/// Fetches every object of `urls` ([`fetch`]), several at once; the local copies' paths,
+/// in the order of `urls`. The first failure (in that order) is the error.
+pub fn fetch_all(urls: &[String]) -> Result<Vec<PathBuf>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let fetched: Mutex<Vec<Option<Result<PathBuf>>>> =
+        Mutex::new((0..urls.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..FETCHES_AT_ONCE.min(urls.len()) {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(url) = urls.get(k) else {
+                        return;
+                    };
+                    let result = fetch(url);
+                    fetched.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(result);
+                }
+            });
+        }
+    });
+    fetched
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .zip(urls)
+        .map(|(r, url)| {
+            r.unwrap_or_else(|| {
+                Err(CliError::Remote {
+                    url: url.clone(),
+                    reason: "not fetched".into(),
+                })
+            })
+        })
+        .collect()
 }
 
 /// Fetches the object at `url` into the staging directory; the local copy's path.

@@ -128,9 +128,8 @@ pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
     // Objects are fetched whole before any is read (the readers reach members at
     // random), in URL order, after the local files.
     let mut paths: Vec<PathBuf> = out.into_iter().collect();
-    for url in urls {
-        paths.push(crate::object_io::fetch(&url)?);
-    }
+    let urls: Vec<String> = urls.into_iter().collect();
+    paths.extend(crate::object_io::fetch_all(&urls)?);
     Ok(paths)
 }
 
