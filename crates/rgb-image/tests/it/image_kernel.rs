@@ -185,8 +185,9 @@ fn bad_metadata_and_payloads_are_errors() {
     assert!(call(&cc, image, 32, 32).is_ok());
 }
 
-/// The scikit-image photos (4:2:0, and `rocket` 4:4:4) with their sizes.
-fn photos() -> Vec<(String, Vec<u8>, u16, u16)> {
+/// The scikit-image photos (4:2:0, and `rocket` 4:4:4) with their sizes (also the
+/// views tests').
+pub(crate) fn photos() -> Vec<(String, Vec<u8>, u16, u16)> {
     [
         "astronaut",
         "chelsea",

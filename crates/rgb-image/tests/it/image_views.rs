@@ -3,6 +3,8 @@
 //! (`RgbDecoderKernel::decode_sample` with the same generator), on the test photographs
 //! and on generated images, under every policy; the per-sample rule; errors.
 
+use crate::image_kernel::photos;
+
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rgb_image::{
@@ -10,29 +12,6 @@ use rgb_image::{
     SyntheticImageSpec, ViewsDecode, ViewsKernel, ViewsPolicy, prefers_once, synthetic_image,
     synthetic_jpeg, union_box,
 };
-
-/// The scikit-image photographs of `tests/data/photos` with their sizes.
-fn photos() -> Vec<(String, Vec<u8>, u16, u16)> {
-    [
-        "astronaut",
-        "chelsea",
-        "coffee",
-        "rocket",
-        "chelsea_progressive",
-    ]
-    .iter()
-    .map(|name| {
-        let path = format!(
-            "{}/tests/data/photos/{name}.jpg",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let jpeg = std::fs::read(&path).unwrap();
-        let frame = rgb_image::JpegFrame::find(&jpeg).unwrap();
-        let (h, w) = (frame.height, frame.width);
-        (name.to_string(), jpeg, h, w)
-    })
-    .collect()
-}
 
 fn rrc() -> RgbDecoderKind {
     RgbDecoderKind::RandomResizedCrop(RandomResizedCrop::default())
