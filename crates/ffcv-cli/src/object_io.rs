@@ -191,6 +191,30 @@ pub fn local_output(out: &Path) -> Result<PathBuf> {
     })
 }
 
+/// Writes `text` as the skip report of `out`, `OUT.skipped.json` beside OUT (uploaded
+/// when OUT is a URL), and prints where it went.
+pub fn write_skip_report(out: &Path, text: &[u8]) -> Result<()> {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".skipped.json");
+    let report = PathBuf::from(name);
+    let shown = report.to_string_lossy().into_owned();
+    if is_remote(&shown) {
+        remote::upload::upload_from(&mut &text[..], &shown, &RemoteConfig::default()).map_err(
+            |e| CliError::Remote {
+                url: shown.clone(),
+                reason: format!("cannot upload the skip report: {e}"),
+            },
+        )?;
+    } else {
+        std::fs::write(&report, text).map_err(|source| CliError::Io {
+            path: report.clone(),
+            source,
+        })?;
+    }
+    println!("listed in {shown}");
+    Ok(())
+}
+
 /// The URL without its last component (`s3://b/dir/x.beton` → `s3://b/dir`).
 fn base_url(url: &str) -> &str {
     url.rsplit_once('/').map_or(url, |(base, _)| base)

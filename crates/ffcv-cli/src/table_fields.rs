@@ -121,7 +121,8 @@ pub trait Table: Sync {
 /// The error of input file `path`, for the command line (exit status 1).
 pub fn input_error(path: &Path, reason: impl Into<String>) -> CliError {
     CliError::Input {
-        path: path.to_path_buf(),
+        // A fetched object is named by its URL, not its staging copy.
+        path: std::path::PathBuf::from(crate::object_io::display_name(path)),
         reason: reason.into(),
     }
 }

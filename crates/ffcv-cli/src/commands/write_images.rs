@@ -10,7 +10,7 @@
 //! jpeg_quality, compress_probability)` does ([`RgbImageEncoder`]), on every core by
 //! default; the fields are `image` (RGBImageField) and `label` (IntField), FFCV's layout.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{FieldSpec, FieldType, FieldValue, from_fn};
@@ -149,13 +149,6 @@ fn folder_error(err: FolderError) -> CliError {
     let prefix = format!("{}: ", path.display());
     let reason = text.strip_prefix(&prefix).unwrap_or(&text).to_owned();
     CliError::ImageFolder { path, reason }
-}
-
-/// Where the skip report of `out` goes: `OUT.skipped.json`.
-pub fn report_path(out: &Path) -> PathBuf {
-    let mut name = out.as_os_str().to_owned();
-    name.push(".skipped.json");
-    PathBuf::from(name)
 }
 
 /// The encoder the options describe (a usage error when they do not fit together).
@@ -310,12 +303,10 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         for u in skipped {
             println!("  {}: {}", u.path.display(), u.error);
         }
-        let report = report_path(&args.target.shards.writer_path(&args.out));
-        std::fs::write(&report, folder.report_json()).map_err(|err| CliError::ImageFolder {
-            path: report.clone(),
-            reason: format!("cannot write the skip report: {err}"),
-        })?;
-        println!("listed in {}", report.display());
+        crate::object_io::write_skip_report(
+            &args.target.shards.writer_path(&args.out),
+            folder.report_json().as_bytes(),
+        )?;
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use beton_io::from_fn;
 use ffcv::image::ImageMode;
 
-use super::write_images::{ImageOptions, image_store, passed_note, report_path};
+use super::write_images::{ImageOptions, image_store, passed_note};
 use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::error::{CliError, Result};
 use crate::webdataset::{Shards, expand_inputs, shard_error};
@@ -253,10 +253,14 @@ fn report_skipped(skipped: &[Skipped], shards: &Shards, out: &Path) -> Result<()
     for s in skipped {
         match &s.key {
             Some(_) => println!("  {}", s.error),
-            None => println!("  {}: {}", s.shard.display(), s.error),
+            None => println!(
+                "  {}: {}",
+                crate::object_io::display_name(&s.shard),
+                s.error
+            ),
         }
     }
-    let path = |p: &Path| serde_json::Value::from(p.to_string_lossy().into_owned());
+    let path = |p: &Path| serde_json::Value::from(crate::object_io::display_name(p));
     let doc = serde_json::json!({
         "shards": shards.paths.iter().map(|p| path(p)).collect::<Vec<_>>(),
         "records": shards.records.len(),
@@ -268,11 +272,5 @@ fn report_skipped(skipped: &[Skipped], shards: &Shards, out: &Path) -> Result<()
     });
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
-    let report = report_path(out);
-    std::fs::write(&report, text).map_err(|err| CliError::WebDataset {
-        path: report.clone(),
-        reason: format!("cannot write the skip report: {err}"),
-    })?;
-    println!("listed in {}", report.display());
-    Ok(())
+    crate::object_io::write_skip_report(out, text.as_bytes())
 }

@@ -1,8 +1,9 @@
 //! `ffcv write` with inputs and OUT in an S3-compatible store (moto on loopback): tar
 //! shards named by a `prefix*suffix` URL or a brace list convert to shards uploaded under
 //! OUT's prefix, byte for byte those of the same write from and to local files; a corrupt
-//! input is an error naming its URL and leaves no object under OUT; the staging directory
-//! is removed. Skips, saying why, when moto cannot be started (`.ci/run` installs it).
+//! input is an error naming its URL and leaves no object under OUT, or with
+//! `--skip-unreadable` is listed by its URL in a skip report uploaded beside OUT; the
+//! staging directory is removed. Skips, saying why, when moto cannot be started (`.ci/run` installs it).
 
 use crate::cli_webdataset::generated_shards;
 
@@ -192,6 +193,41 @@ fn webdataset_shards_in_s3_convert_to_shards_in_s3_as_local_files_do() {
                 list_prefix_ending("s3://outputs/bad/", ".beton", &RemoteConfig::default())
                     .unwrap()
                     .is_empty()
+            );
+            assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+            // With --skip-unreadable the broken shard is listed by its URL, the write
+            // goes on, and the skip report is uploaded beside OUT.
+            let run = ffcv(
+                tmp.path(),
+                &[
+                    "write",
+                    "webdataset",
+                    "s3://inputs/bad/shard-*.tar",
+                    "s3://outputs/skip/train.beton",
+                    "--skip-unreadable",
+                ],
+            );
+            let stdout = String::from_utf8_lossy(&run.stdout);
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            assert!(stdout.contains("s3://inputs/bad/shard-001.tar"), "{stdout}");
+            assert!(
+                stdout.contains("listed in s3://outputs/skip/train.beton.skipped.json"),
+                "{stdout}"
+            );
+            let report =
+                String::from_utf8(object("s3://outputs/skip/train.beton.skipped.json")).unwrap();
+            assert!(
+                report.contains("\"s3://inputs/bad/shard-001.tar\""),
+                "{report}"
+            );
+            assert!(
+                !report.contains(&tmp.path().display().to_string()),
+                "{report}"
             );
             assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 
