@@ -19,13 +19,18 @@ impl Decoder for SampleIdDecoder {
         "SampleIdDecoder".into()
     }
 
-    fn declare(&self, _field: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, _field: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         let dtype =
             NumpyDtype::numeric(NumpyKind::UInt, 8, ByteOrder::Little).ok_or("no uint64 dtype")?;
         Ok(DecoderOutput::new(vec![1], dtype, OutputKind::Scalar))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         let bytes = input.sample.to_le_bytes();
         let row = out.get_mut(..8).ok_or("row shorter than 8 bytes")?;
         row.copy_from_slice(&bytes);

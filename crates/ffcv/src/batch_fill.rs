@@ -448,12 +448,16 @@ fn decode_one(
     let decoder = &f.spec.decoder;
     let result = catch_unwind(AssertUnwindSafe(|| decoder.decode(&input, out, &mut [])))
         .unwrap_or_else(|_| Err("decoder panicked".into()));
-    result.map_err(|message| Error::Decode {
-        path: shared.path.clone(),
-        field: f.output.name.clone(),
-        sample,
-        decoder: decoder.name(),
-        message,
+    result.map_err(|e| {
+        let (message, cause) = crate::error::extension_parts(e);
+        Error::Decode {
+            path: shared.path.clone(),
+            field: f.output.name.clone(),
+            sample,
+            decoder: decoder.name(),
+            message,
+            cause,
+        }
     })
 }
 
@@ -495,6 +499,7 @@ fn fill_group(
         sample,
         decoder: f.spec.decoder.name(),
         message,
+        cause: None,
     })?;
     for (i, d) in dests.iter_mut().enumerate() {
         if g.members.contains(&i)
@@ -542,6 +547,7 @@ fn resolve<'c>(
                 sample,
                 decoder: f.spec.decoder.name(),
                 message: format!("invalid metadata: {reason}"),
+                cause: None,
             })?,
     };
     let data = match extent {
@@ -552,6 +558,7 @@ fn resolve<'c>(
             sample,
             decoder: f.spec.decoder.name(),
             message: format!("the field stores {len} bytes at {ptr}: {e}"),
+            cause: None,
         })?,
     };
     Ok(Resolved { data, metadata })
@@ -566,14 +573,18 @@ fn field_error(shared: &Shared, f: &FieldRunner, e: pipeline_jit::Error) -> Erro
             pipeline_jit::Error::Kernel {
                 index: 0, sample, ..
             },
-            Some((_, message)),
-        ) => Error::Decode {
-            path: shared.path.clone(),
-            field: f.output.name.clone(),
-            sample,
-            decoder: f.spec.decoder.name(),
-            message,
-        },
+            Some((_, failure)),
+        ) => {
+            let (message, cause) = crate::error::extension_parts(failure);
+            Error::Decode {
+                path: shared.path.clone(),
+                field: f.output.name.clone(),
+                sample,
+                decoder: f.spec.decoder.name(),
+                message,
+                cause,
+            }
+        }
         (source, _) => Error::Pipeline {
             path: shared.path.clone(),
             field: f.output.name.clone(),

@@ -20,7 +20,7 @@ pub trait SlotStage: Send + Sync {
         &self,
         slot: usize,
         outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String>;
+    ) -> Result<Option<Attachment>, crate::ExtensionError>;
 
     /// Called when the batch in `slot` has been dropped by the consumer, after its
     /// attachment was dropped (the slot's buffers may be refilled once this returns).

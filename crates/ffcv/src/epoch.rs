@@ -384,13 +384,15 @@ fn produce(
                     drop(views);
                     slot.attachment = attachment;
                 }
-                Err(message) => {
+                Err(e) => {
                     drop(views);
                     shared.slots.give_back(slot);
+                    let (message, cause) = crate::error::extension_parts(e);
                     return Err(Error::SlotStage {
                         path: shared.path.clone(),
                         batch: first + b,
                         message,
+                        cause,
                     });
                 }
             }

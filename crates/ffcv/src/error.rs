@@ -43,6 +43,11 @@ pub enum Error {
         decoder: String,
         /// What went wrong.
         message: String,
+        /// The decoder's error, when it carried a cause
+        /// ([`crate::ExtensionError::with_source`]): this error's source, whose own source
+        /// is that cause.
+        #[source]
+        cause: Option<Box<crate::ExtensionError>>,
     },
 
     /// The loader's configuration is invalid; `build()` refuses it.
@@ -111,6 +116,9 @@ pub enum Error {
         batch: usize,
         /// What the stage reported.
         message: String,
+        /// The stage's error, when it carried a cause (as [`Error::Decode`]'s).
+        #[source]
+        cause: Option<Box<crate::ExtensionError>>,
     },
 
     /// The producer thread ended without reporting an error of its own (it panicked).
@@ -160,3 +168,13 @@ pub enum Error {
 
 /// `Result` with the facade's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// An extension's error as the loader reports it: its message, and the error itself when
+/// it carries a cause (kept as the report's source; without one the message says it all).
+pub(crate) fn extension_parts(
+    e: crate::ExtensionError,
+) -> (String, Option<Box<crate::ExtensionError>>) {
+    let message = e.message().to_owned();
+    let cause = std::error::Error::source(&e).is_some().then(|| Box::new(e));
+    (message, cause)
+}

@@ -662,10 +662,10 @@ impl SlotStage for GpuStage {
         &self,
         _slot: usize,
         outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, crate::ExtensionError> {
         let inner = &self.inner;
         let Some(first) = outputs.first() else {
-            return Err("gpu stage: a batch without outputs".to_owned());
+            return Err("gpu stage: a batch without outputs".to_owned().into());
         };
         let n = first.samples;
         let addr = first.bytes.as_ptr() as usize;
@@ -678,7 +678,7 @@ impl SlotStage for GpuStage {
             return Err("gpu stage: the batch's buffers were not allocated by this stage".into());
         };
         if let Some(e) = reg.bound[s].as_mut().and_then(|b| b.error.take()) {
-            return Err(e);
+            return Err(e.into());
         }
         inner.claim(&mut reg, s)?;
         let Registry {
@@ -688,10 +688,10 @@ impl SlotStage for GpuStage {
             ..
         } = &mut *reg;
         let Some(b) = bound[s].as_mut() else {
-            return Err(format!("gpu stage slot {s} lost its binding"));
+            return Err(format!("gpu stage slot {s} lost its binding").into());
         };
         let Some(mut filling) = b.filling.take() else {
-            return Err(format!("gpu stage slot {s} is not held by the producer"));
+            return Err(format!("gpu stage slot {s} is not held by the producer").into());
         };
         let mut flips = vec![Vec::new(); inner.outputs.len()];
         for (i, p) in inner.outputs.iter().enumerate() {

@@ -106,5 +106,6 @@ pub use loader::{FilterValue, Loader, LoaderStats};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
 pub use mixture::{Mixture, MixtureSource, MixtureSpec, WhenExhausted};
 pub use order::Order;
+pub use pipeline_jit::ExtensionError;
 pub use resume::{LoaderState, STATE_FORMAT_VERSION, indices_hash};
 pub use views::ViewPipeline;

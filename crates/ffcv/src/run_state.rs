@@ -54,7 +54,11 @@ impl FieldRunner {
             path: reader.path().to_owned(),
             reason: format!("field {name:?}: {}: {reason}", spec.decoder.name()),
         };
-        let out = spec.decoder.declare(&info).map_err(bad)?;
+        // The configuration error keeps the decoder's causes as text.
+        let out = spec
+            .decoder
+            .declare(&info)
+            .map_err(|e| bad(e.full_message()))?;
         let row_bytes = out
             .row_bytes()
             .ok_or_else(|| bad(format!("output shape {:?} exceeds memory", out.shape)))?;

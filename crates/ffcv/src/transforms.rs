@@ -222,12 +222,13 @@ impl Operation for ReplaceLabel {
         "ReplaceLabel".into()
     }
 
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         if input.shape.iter().product::<usize>() != 1 {
             return Err(format!(
                 "replaces one label per sample, but rows have shape {:?}",
                 input.shape
-            ));
+            )
+            .into());
         }
         let width = match input.dtype {
             ElemType::I64 => 8,
@@ -236,11 +237,12 @@ impl Operation for ReplaceLabel {
                     return Err(format!(
                         "label {} does not fit the i32 rows",
                         self.context.new_label
-                    ));
+                    )
+                    .into());
                 }
                 4
             }
-            other => return Err(format!("labels are i64 or i32, not {other:?}")),
+            other => return Err(format!("labels are i64 or i32, not {other:?}").into()),
         };
         let context = Arc::new(ReplaceContext {
             indices: self.context.indices.clone(),
@@ -362,18 +364,19 @@ impl Operation for Poison {
         "Poison".into()
     }
 
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         let c = &self.context;
         if input.shape != [c.height, c.width, 3] {
             return Err(format!(
                 "poisons [{}, {}, 3] images, not rows of shape {:?}",
                 c.height, c.width, input.shape
-            ));
+            )
+            .into());
         }
         let bytes = match input.dtype {
             ElemType::U8 => true,
             ElemType::F32 => false,
-            other => return Err(format!("poisons u8 or f32 images, not {other:?}")),
+            other => return Err(format!("poisons u8 or f32 images, not {other:?}").into()),
         };
         let context = Arc::new(PoisonContext {
             height: c.height,

@@ -90,7 +90,7 @@
 //!
 //! impl Operation for Decode {
 //!     fn name(&self) -> String { "Decode".into() }
-//!     fn lower(&self, _input: &State) -> Result<Lowered, String> {
+//!     fn lower(&self, _input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
 //!         let out = State::cpu([2, 2, 3], ElemType::U8);
 //!         Ok(Lowered::Native(NativeKernel::new(out, decode, self.0.clone())))
 //!     }
@@ -100,9 +100,9 @@
 //! struct Invert;
 //! impl Operation for Invert {
 //!     fn name(&self) -> String { "Invert".into() }
-//!     fn lower(&self, input: &State) -> Result<Lowered, String> {
+//!     fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
 //!         if input.dtype != ElemType::U8 {
-//!             return Err(format!("expects u8, got {:?}", input.dtype));
+//!             return Err(format!("expects u8, got {:?}", input.dtype).into());
 //!         }
 //!         let x = Expr::input_identity(input.shape.len());
 //!         let expr = Expr::constant(ElemType::U8, 255.0).bin(BinOp::Sub, x);
@@ -160,7 +160,7 @@ pub mod rng;
 pub mod state;
 
 pub use call::panic_message;
-pub use error::{Error, Result};
+pub use error::{Error, ExtensionError, Result};
 pub use exec::{BatchBuffers, Executor, Options};
 pub use ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec};
 pub use jit::{set_vector_code, vector_code};

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::error::ExtensionError;
 use crate::ir::ExprKernel;
 use crate::state::State;
 
@@ -232,7 +233,7 @@ pub trait Operation: Send + Sync {
     /// A short name for errors and logs.
     fn name(&self) -> String;
     /// Lower the operation for `input`.
-    fn lower(&self, input: &State) -> Result<Lowered, String>;
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError>;
     /// A specialised interpreter loop for this operation, if it has one (built-ins do);
     /// it must agree bit for bit with the IR it lowers to.
     #[doc(hidden)]

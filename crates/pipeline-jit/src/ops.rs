@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::error::ExtensionError;
 use crate::ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index, RandSpec, bits_of};
 use crate::op::{Lowered, Operation};
 // Its public path, kept; it lives with the trait method that returns it.
@@ -34,7 +35,7 @@ impl Operation for ToChw {
     fn name(&self) -> String {
         "ToChw".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let (h, w, c) = hwc(input)?;
         Ok(Lowered::Expr(ExprKernel {
             output: State {
@@ -58,7 +59,7 @@ impl Operation for Convert {
     fn name(&self) -> String {
         format!("Convert({:?})", self.0)
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         Ok(Lowered::Expr(ExprKernel {
             output: State {
                 dtype: self.0,
@@ -106,7 +107,7 @@ impl Operation for NormalizeImage {
     fn name(&self) -> String {
         "NormalizeImage".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let (_, _, c) = hwc(input)?;
         if self.mean.len() != c || self.std.len() != c {
             return Err(format!(
@@ -114,10 +115,11 @@ impl Operation for NormalizeImage {
                 c,
                 self.mean.len(),
                 self.std.len()
-            ));
+            )
+            .into());
         }
         if !self.dtype.is_float() {
-            return Err(format!("output type {:?} is not a float type", self.dtype));
+            return Err(format!("output type {:?} is not a float type", self.dtype).into());
         }
         let output = State {
             dtype: self.dtype,
@@ -160,7 +162,7 @@ impl Operation for RandomHorizontalFlip {
     fn name(&self) -> String {
         "RandomHorizontalFlip".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let (_, w, _) = hwc(input)?;
         let flipped = i(w) - i(1) - Index::Coord(1);
         let col = Index::select(
@@ -211,13 +213,14 @@ impl Operation for Cutout {
     fn name(&self) -> String {
         "Cutout".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let (h, w, c) = hwc(input)?;
         if self.size >= h || self.size >= w {
             return Err(format!(
                 "cutout of {} does not fit a {h}x{w} image (FFCV needs size < H, W)",
                 self.size
-            ));
+            )
+            .into());
         }
         let fill = fill_table(&self.fill, c, input.dtype)?;
         let cond = inside(0, Index::Rand(0), self.size).and(inside(1, Index::Rand(1), self.size));
@@ -252,7 +255,7 @@ impl Operation for RandomTranslate {
     fn name(&self) -> String {
         "RandomTranslate".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let (h, w, c) = hwc(input)?;
         let fill = fill_table(&self.fill, c, input.dtype)?;
         let p = self.padding as i64;
@@ -285,9 +288,9 @@ impl Operation for Clamp {
     fn name(&self) -> String {
         "Clamp".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         if self.lo.partial_cmp(&self.hi) != Some(std::cmp::Ordering::Less) && self.lo != self.hi {
-            return Err(format!("empty range [{}, {}]", self.lo, self.hi));
+            return Err(format!("empty range [{}, {}]", self.lo, self.hi).into());
         }
         let t = input.dtype;
         let expr = Expr::input_identity(input.shape.len())
@@ -314,10 +317,10 @@ impl Operation for Scale {
     fn name(&self) -> String {
         "Scale".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let t = input.dtype;
         if !t.is_float() {
-            return Err(format!("Scale needs a float input, got {t:?}"));
+            return Err(format!("Scale needs a float input, got {t:?}").into());
         }
         let expr = Expr::input_identity(input.shape.len())
             .bin(BinOp::Mul, Expr::constant(t, self.mul))
@@ -338,7 +341,7 @@ impl Operation for Squeeze {
     fn name(&self) -> String {
         "Squeeze".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ExtensionError> {
         let mut out = Vec::new();
         let mut coords = Vec::new();
         for &d in &input.shape {

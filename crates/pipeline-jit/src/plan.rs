@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ExtensionError, Result};
 use crate::ir::{self, Expr, RandSpec};
 use crate::op::FastPath;
 use crate::op::{Lowered, Operation};
@@ -143,16 +143,17 @@ impl Plan {
         if p.ops.is_empty() {
             return Err(Error::EmptyPipeline);
         }
-        let bad = |index: usize, op: &dyn Operation, reason: String| Error::InvalidOperation {
-            index,
-            op: op.name(),
-            reason,
-        };
+        let bad =
+            |index: usize, op: &dyn Operation, reason: ExtensionError| Error::InvalidOperation {
+                index,
+                op: op.name(),
+                reason,
+            };
         if p.input.device != Device::Cpu {
             return Err(bad(
                 0,
                 &*p.ops[0],
-                format!("input on {:?}: only CPU pipelines run here", p.input.device),
+                format!("input on {:?}: only CPU pipelines run here", p.input.device).into(),
             ));
         }
         p.input.bytes()?;
@@ -170,13 +171,15 @@ impl Plan {
                     format!(
                         "output on {:?}: device stages run after the CPU pipeline",
                         out.device
-                    ),
+                    )
+                    .into(),
                 ));
             }
-            out.bytes().map_err(|e| bad(index, &**op, e.to_string()))?;
+            out.bytes()
+                .map_err(|e| bad(index, &**op, e.to_string().into()))?;
             match &lowered {
                 Lowered::Expr(k) => {
-                    ir::validate(k, &state).map_err(|r| bad(index, &**op, r))?;
+                    ir::validate(k, &state).map_err(|r| bad(index, &**op, r.into()))?;
                     rand_slots.extend(k.random.iter().copied());
                 }
                 Lowered::Native(_) => rand_slots.push(RandSpec::Int {

@@ -180,6 +180,7 @@ fn run_epoch(loader: &mut Loader, touch: bool, remote: bool) -> Result<EpochFigu
                     path: loader_path.clone(),
                     batch: batch.index(),
                     message: e.to_string(),
+                    cause: None,
                 })?;
             }
             latencies.push(t.elapsed());

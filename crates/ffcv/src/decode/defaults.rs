@@ -62,7 +62,7 @@ impl Decoder for IntDecoder {
         "IntDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_type(info, info.field.field_type == FieldType::Int, "IntField")?;
         Ok(DecoderOutput::new(
             vec![1],
@@ -71,7 +71,12 @@ impl Decoder for IntDecoder {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let v = input.int().ok_or("metadata too short for an IntField")?;
         out.copy_from_slice(&v.to_ne_bytes());
         Ok(())
@@ -91,7 +96,7 @@ impl Decoder for FloatDecoder {
         "FloatDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_type(
             info,
             info.field.field_type == FieldType::Float,
@@ -104,7 +109,12 @@ impl Decoder for FloatDecoder {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let v = input.float().ok_or("metadata too short for a FloatField")?;
         out.copy_from_slice(&v.to_bits().to_ne_bytes());
         Ok(())
@@ -150,17 +160,22 @@ impl Decoder for BytesDecoder {
         "BytesDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_type(
             info,
             info.field.field_type == FieldType::Bytes,
             "BytesField",
         )?;
-        padded_rows(info, OutputKind::Bytes)
+        padded_rows(info, OutputKind::Bytes).map_err(Into::into)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        copy_padded(input.data, out)
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
+        copy_padded(input.data, out).map_err(Into::into)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {
@@ -178,13 +193,18 @@ impl Decoder for JsonDecoder {
         "JSONDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_type(info, info.field.field_type == FieldType::Json, "JSONField")?;
-        padded_rows(info, OutputKind::Json)
+        padded_rows(info, OutputKind::Json).map_err(Into::into)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        copy_padded(input.data, out)
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
+        copy_padded(input.data, out).map_err(Into::into)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {
@@ -202,7 +222,7 @@ impl Decoder for NdArrayDecoder {
         "NDArrayDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         let args = info.field.field_type.ndarray_args().ok_or_else(|| {
             format!(
                 "decodes NDArrayField and TorchTensorField fields, but {:?} is a {}",
@@ -218,13 +238,18 @@ impl Decoder for NdArrayDecoder {
             .map_err(|_| format!("shape {:?} exceeds memory", args.shape))?;
         let out = DecoderOutput::new(shape, args.dtype.clone(), OutputKind::Array);
         if out.row_bytes().is_none() {
-            return Err(format!("shape {:?} exceeds memory", args.shape));
+            return Err(format!("shape {:?} exceeds memory", args.shape).into());
         }
         Ok(out)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        copy_exact(input.data, out)
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
+        copy_exact(input.data, out).map_err(Into::into)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {
@@ -243,7 +268,7 @@ impl Decoder for RawBytesDecoder {
         "RawBytesDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_type(
             info,
             info.reader.stores_data(info.index),
@@ -257,8 +282,13 @@ impl Decoder for RawBytesDecoder {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        copy_padded(input.data, out)
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
+        copy_padded(input.data, out).map_err(Into::into)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {

@@ -16,13 +16,14 @@ impl Decoder for FixedBytesDecoder {
         "FixedBytesDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         let FieldType::FixedBytes(len) = info.field.field_type else {
             return Err(format!(
                 "decodes FixedBytesField fields, but {:?} is a {}",
                 info.field.name,
                 info.field.field_type.type_name()
-            ));
+            )
+            .into());
         };
         let len = usize::try_from(len).map_err(|_| format!("length {len} exceeds memory"))?;
         Ok(DecoderOutput::new(
@@ -32,8 +33,13 @@ impl Decoder for FixedBytesDecoder {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        copy_exact(input.data, out)
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
+        copy_exact(input.data, out).map_err(Into::into)
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {

@@ -161,7 +161,7 @@ impl Decoder for SimpleRGBImageDecoder {
         "SimpleRGBImageDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_image(info)?;
         let mut size: Option<(u16, u16)> = None;
         for sample in 0..info.reader.num_samples() {
@@ -170,7 +170,7 @@ impl Decoder for SimpleRGBImageDecoder {
                 .metadata(sample, info.index)
                 .map_err(|e| e.to_string())?;
             let FieldMetadata::RgbImage { width, height, .. } = meta else {
-                return Err(format!("sample {sample} has no image metadata"));
+                return Err(format!("sample {sample} has no image metadata").into());
             };
             match size {
                 None => size = Some((height, width)),
@@ -180,17 +180,23 @@ impl Decoder for SimpleRGBImageDecoder {
                          {sample} is {height}x{width}; choose a crop decoder \
                          (`--decoder FIELD=center-crop:HxW` or `random-resized-crop:HxW`) or \
                          disable the field (`--decoder FIELD=none`)"
-                    ));
+                    )
+                    .into());
                 }
                 Some(_) => {}
             }
         }
         let (h, w) = size.ok_or("cannot tell the image size of a file without samples")?;
         check_area(h, w, info.max_image_pixels).map_err(|e| format!("sample 0: {e}"))?;
-        image_output(u32::from(h), u32::from(w))
+        image_output(u32::from(h), u32::from(w)).map_err(Into::into)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let (_, width, height) = input
             .image_header()
             .ok_or("metadata too short for an RGBImageField")?;
@@ -201,6 +207,7 @@ impl Decoder for SimpleRGBImageDecoder {
             u32::from(height),
             u32::from(width),
         )
+        .map_err(Into::into)
     }
 }
 
@@ -246,18 +253,23 @@ impl Decoder for CenterCropRGBImageDecoder {
         "CenterCropRGBImageDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_image(info)?;
         if !(self.ratio > 0.0 && self.ratio.is_finite()) {
-            return Err(format!("ratio {} is not a positive number", self.ratio));
+            return Err(format!("ratio {} is not a positive number", self.ratio).into());
         }
-        image_output(self.output_size.0, self.output_size.1)
+        image_output(self.output_size.0, self.output_size.1).map_err(Into::into)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let kind = RgbDecoderKind::CenterCrop { ratio: self.ratio };
         let (h, w) = self.output_size;
-        decode_with((&kind, self.dct_downscale), input, out, h, w)
+        decode_with((&kind, self.dct_downscale), input, out, h, w).map_err(Into::into)
     }
 
     fn dct_downscale(&self) -> bool {
@@ -324,22 +336,27 @@ impl Decoder for RandomResizedCropRGBImageDecoder {
         "RandomResizedCropRGBImageDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         expect_image(info)?;
         let (s, r) = (self.params.scale, self.params.ratio);
         let ordered = |(lo, hi): (f64, f64)| lo > 0.0 && lo <= hi && hi.is_finite();
         if !ordered(s) || !ordered(r) {
-            return Err(format!(
-                "scale {s:?} and ratio {r:?} must be positive (lo, hi) ranges"
-            ));
+            return Err(
+                format!("scale {s:?} and ratio {r:?} must be positive (lo, hi) ranges").into(),
+            );
         }
-        image_output(self.output_size.0, self.output_size.1)
+        image_output(self.output_size.0, self.output_size.1).map_err(Into::into)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let kind = RgbDecoderKind::RandomResizedCrop(self.params);
         let (h, w) = self.output_size;
-        decode_with((&kind, self.dct_downscale), input, out, h, w)
+        decode_with((&kind, self.dct_downscale), input, out, h, w).map_err(Into::into)
     }
 
     fn dct_downscale(&self) -> bool {

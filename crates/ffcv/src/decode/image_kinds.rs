@@ -167,7 +167,7 @@ impl Decoder for ImageDecoder {
         self.name_str().into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         let args = field_args(info)?;
         let (h, w) = match self.crop {
             ImageCrop::Whole => {
@@ -177,13 +177,14 @@ impl Decoder for ImageDecoder {
                         "sample 0: the image claims {h}x{w} pixels, over the loader's \
                          max_image_pixels of {}",
                         info.max_image_pixels
-                    ));
+                    )
+                    .into());
                 }
                 (h, w)
             }
             ImageCrop::Center { output_size, ratio } => {
                 if !(ratio > 0.0 && ratio.is_finite()) {
-                    return Err(format!("ratio {ratio} is not a positive number"));
+                    return Err(format!("ratio {ratio} is not a positive number").into());
                 }
                 output_size
             }
@@ -196,13 +197,14 @@ impl Decoder for ImageDecoder {
                 if !ordered(s) || !ordered(r) {
                     return Err(format!(
                         "scale {s:?} and ratio {r:?} must be positive (lo, hi) ranges"
-                    ));
+                    )
+                    .into());
                 }
                 output_size
             }
         };
         if h == 0 || w == 0 {
-            return Err(format!("output size {h}x{w} has a zero side"));
+            return Err(format!("output size {h}x{w} has a zero side").into());
         }
         let out = DecoderOutput::new(
             vec![h as usize, w as usize, usize::from(args.channels)],
@@ -210,12 +212,17 @@ impl Decoder for ImageDecoder {
             OutputKind::Array,
         );
         if out.row_bytes().is_none() {
-            return Err(format!("output size {h}x{w} exceeds memory"));
+            return Err(format!("output size {h}x{w} exceeds memory").into());
         }
         Ok(out)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         let (h, w) = match self.crop {
             ImageCrop::Whole => {
                 let header = stored_header(input.data).map_err(|e| e.to_string())?;
@@ -234,22 +241,24 @@ impl Decoder for ImageDecoder {
             )
         })?;
         let mut rng = sample_rng(input.seed);
-        KERNEL.with(|kernel| {
-            let mut kernel = kernel
-                .try_borrow_mut()
-                .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
-            kernel
-                .decode_sample(
-                    &self.kind(),
-                    args,
-                    input.data,
-                    input.max_image_pixels,
-                    &mut rng,
-                    out,
-                    (h, w),
-                )
-                .map_err(|e| e.to_string())
-        })
+        KERNEL
+            .with(|kernel| {
+                let mut kernel = kernel
+                    .try_borrow_mut()
+                    .map_err(|_| "image kernel re-entered on one thread".to_owned())?;
+                kernel
+                    .decode_sample(
+                        &self.kind(),
+                        args,
+                        input.data,
+                        input.max_image_pixels,
+                        &mut rng,
+                        out,
+                        (h, w),
+                    )
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(Into::into)
     }
 }
 

@@ -47,23 +47,23 @@ pub(crate) struct DecoderContext {
     row_bytes: usize,
     /// The loader's cap on decoded image area, passed to every call.
     pub(crate) max_image_pixels: u64,
-    /// The first failure of the current run: (sample, message).
-    failure: Mutex<Option<(u64, String)>>,
+    /// The first failure of the current run: (sample, the decoder's error).
+    failure: Mutex<Option<(u64, pipeline_jit::ExtensionError)>>,
 }
 
 impl DecoderContext {
     /// Takes the failure recorded by the kernel, if any.
-    pub(crate) fn take_failure(&self) -> Option<(u64, String)> {
+    pub(crate) fn take_failure(&self) -> Option<(u64, pipeline_jit::ExtensionError)> {
         self.failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
     }
 
-    fn fail(&self, sample: u64, message: String) {
+    fn fail(&self, sample: u64, error: pipeline_jit::ExtensionError) {
         let mut f = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         if f.is_none() {
-            *f = Some((sample, message));
+            *f = Some((sample, error));
         }
     }
 }
@@ -102,11 +102,11 @@ impl Operation for DecoderOp {
         self.context.decoder.name()
     }
 
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         if *input != record_state() {
-            return Err(format!(
-                "a decoder reads the loader's sample records, not {input:?}"
-            ));
+            return Err(
+                format!("a decoder reads the loader's sample records, not {input:?}").into(),
+            );
         }
         Ok(Lowered::Native(
             NativeKernel::new(
@@ -142,7 +142,8 @@ unsafe extern "C" fn decode_kernel(args: *const KernelArgs) -> i32 {
             format!(
                 "kernel called with {} input and {} output bytes, expected {RECORD_BYTES} and {}",
                 args.input_len, args.output_len, ctx.row_bytes
-            ),
+            )
+            .into(),
         );
         return BAD_ARGS;
     }
@@ -182,8 +183,8 @@ unsafe extern "C" fn decode_kernel(args: *const KernelArgs) -> i32 {
         ctx.decoder.decode(&input, output, scratch)
     })) {
         Ok(Ok(())) => 0,
-        Ok(Err(message)) => {
-            ctx.fail(args.sample, message);
+        Ok(Err(error)) => {
+            ctx.fail(args.sample, error);
             FAILED
         }
         Err(panic) => {
@@ -192,7 +193,7 @@ unsafe extern "C" fn decode_kernel(args: *const KernelArgs) -> i32 {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            ctx.fail(args.sample, format!("decoder panicked: {what}"));
+            ctx.fail(args.sample, format!("decoder panicked: {what}").into());
             PANICKED
         }
     }

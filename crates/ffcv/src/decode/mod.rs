@@ -224,7 +224,10 @@ pub trait Decoder: Send + Sync + 'static {
     /// The output this decoder writes for `field`, or why it cannot decode that field.
     /// Called once per loader (and per epoch with `recompile`), so it may scan every
     /// sample's metadata.
-    fn declare(&self, field: &FieldInfo<'_>) -> std::result::Result<DecoderOutput, String>;
+    fn declare(
+        &self,
+        field: &FieldInfo<'_>,
+    ) -> std::result::Result<DecoderOutput, crate::ExtensionError>;
 
     /// Decodes one sample into `output` (exactly one row: the declared row bytes).
     /// `scratch` holds the declared scratch bytes. An error names what is wrong; the loader
@@ -234,7 +237,7 @@ pub trait Decoder: Send + Sync + 'static {
         input: &SampleInput<'_>,
         output: &mut [u8],
         scratch: &mut [u8],
-    ) -> std::result::Result<(), String>;
+    ) -> std::result::Result<(), crate::ExtensionError>;
 
     /// Declares that [`Decoder::decode`] is a plain copy (see [`CopyRule`]), so that a
     /// pipeline of this decoder alone can be filled batch-wide without a call per sample.

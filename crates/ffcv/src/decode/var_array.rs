@@ -84,7 +84,7 @@ impl Decoder for VarArrayDecoder {
         "VarArrayDecoder".into()
     }
 
-    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, info: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         let args = var_args(info)?;
         if self.cap == Some(0) {
             return Err("a cap of 0 rows leaves nothing to decode (the cap is at least 1)".into());
@@ -112,7 +112,8 @@ impl Decoder for VarArrayDecoder {
                 return Err(format!(
                     "sample {sample} has {rows} rows, more than the cap of {cap} \
                      (truncate instead, or raise the cap)"
-                ));
+                )
+                .into());
             }
             largest = largest.max(rows);
         }
@@ -127,14 +128,19 @@ impl Decoder for VarArrayDecoder {
             .map_err(|_| format!("rows of shape {shape:?} exceed memory"))?;
         let out = DecoderOutput::new(shape, args.dtype.clone(), OutputKind::Rows);
         if out.row_bytes().is_none() {
-            return Err(format!("rows of shape {:?} exceed memory", out.shape));
+            return Err(format!("rows of shape {:?} exceed memory", out.shape).into());
         }
         Ok(out)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         if input.data.len() <= out.len() {
-            return copy_padded(input.data, out);
+            return copy_padded(input.data, out).map_err(Into::into);
         }
         match (self.cap, self.over_cap) {
             // The row holds exactly `cap` rows, so its first bytes are the first rows.
@@ -146,7 +152,8 @@ impl Decoder for VarArrayDecoder {
                 "{} stored bytes are more rows than the {}-byte padded row holds",
                 input.data.len(),
                 out.len()
-            )),
+            )
+            .into()),
         }
     }
 

@@ -83,17 +83,23 @@ impl Decoder for GroupedRows {
         self.inner.name()
     }
 
-    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, crate::ExtensionError> {
         self.inner.declare(field)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), crate::ExtensionError> {
         if input.data.len() != out.len() {
             return Err(format!(
                 "the group decode gave {} bytes for a row of {}",
                 input.data.len(),
                 out.len()
-            ));
+            )
+            .into());
         }
         out.copy_from_slice(input.data);
         Ok(())

@@ -27,11 +27,16 @@ impl Decoder for PerSample {
         self.0.name()
     }
 
-    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         self.0.declare(field)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], s: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        s: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         self.0.decode(input, out, s)
     }
 }
@@ -138,7 +143,7 @@ impl Decoder for NarrowBlob {
         "NarrowBlob".into()
     }
 
-    fn declare(&self, _: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, _: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         Ok(DecoderOutput::new(
             vec![self.width],
             ffcv::format::NumpyDtype::u8(),
@@ -146,8 +151,13 @@ impl Decoder for NarrowBlob {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, _: &mut [u8], _: &mut [u8]) -> Result<(), String> {
-        Err(format!("{} bytes do not fit", input.data.len()))
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        _: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
+        Err(format!("{} bytes do not fit", input.data.len()).into())
     }
 
     fn copy_rule(&self) -> Option<CopyRule> {

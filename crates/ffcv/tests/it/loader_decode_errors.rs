@@ -22,16 +22,21 @@ impl Decoder for FailOn {
         "FailOn".into()
     }
 
-    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         IntDecoder.declare(field)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], s: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        s: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         if input.sample == self.sample {
             if self.panic {
                 panic!("boom at {}", input.sample);
             }
-            return Err(format!("value {} is corrupt", input.int().unwrap()));
+            return Err(format!("value {} is corrupt", input.int().unwrap()).into());
         }
         IntDecoder.decode(input, out, s)
     }

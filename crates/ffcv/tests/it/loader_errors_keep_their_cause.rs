@@ -3,7 +3,9 @@
 //! the process; a panic on the producer thread (here in a user's slot stage) reaches the
 //! consumer as `ProducerGone` with the message; a file truncated after the loader opened
 //! it is refused at the next epoch's start, naming the file and both sizes, instead of
-//! dying of SIGBUS. Every loader thread still ends.
+//! dying of SIGBUS. A user's decoder, slot stage or operation that fails with an
+//! `ExtensionError` carrying a cause gives the loader's error with that cause as its source.
+//! Every loader thread still ends.
 
 use crate::loader_support;
 
@@ -21,7 +23,7 @@ impl Operation for PanicsOnFive {
     fn name(&self) -> String {
         "PanicsOnFive".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, ffcv::jit::ExtensionError> {
         Ok(Lowered::Native(NativeKernel::from_fn(
             input.clone(),
             |call: KernelCall<'_>| {
@@ -83,7 +85,7 @@ impl SlotStage for PanickyStage {
         &self,
         _slot: usize,
         _outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
         if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
             panic!("the stage lost its device");
         }
@@ -152,4 +154,171 @@ fn a_file_truncated_after_opening_is_refused_at_the_epoch_start() {
         drop(items);
         assert_eq!(loader.live_threads(), 0);
     }
+}
+
+/// The error every extension below returns: a message and an I/O error behind it.
+fn lookup_failed() -> ffcv::ExtensionError {
+    let cause = std::io::Error::new(std::io::ErrorKind::NotFound, "labels.csv");
+    ffcv::ExtensionError::with_source("cannot look up the label", cause)
+}
+
+/// The I/O error at the end of `e`'s chain of sources, if any.
+fn io_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut next = e.source();
+    while let Some(c) = next {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        next = c.source();
+    }
+    None
+}
+
+/// `IntDecoder`, failing on sample 3 with [`lookup_failed`].
+struct FailsOnThree;
+
+impl ffcv::Decoder for FailsOnThree {
+    fn name(&self) -> String {
+        "FailsOnThree".into()
+    }
+    fn declare(
+        &self,
+        field: &ffcv::decode::FieldInfo<'_>,
+    ) -> Result<ffcv::DecoderOutput, ffcv::ExtensionError> {
+        IntDecoder.declare(field)
+    }
+    fn decode(
+        &self,
+        input: &ffcv::decode::SampleInput<'_>,
+        output: &mut [u8],
+        scratch: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
+        if input.sample == 3 {
+            return Err(lookup_failed());
+        }
+        IntDecoder.decode(input, output, scratch)
+    }
+}
+
+#[test]
+fn a_users_decoder_error_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_blobs(dir.path(), "decoder", 40);
+    for compile in [true, false] {
+        let mut loader = Loader::builder(&path)
+            .batch_size(8)
+            .num_workers(2)
+            .compile(compile)
+            .order(Order::Sequential)
+            .disable("blob")
+            .pipeline("index", PipelineSpec::new(FailsOnThree))
+            .build()
+            .unwrap();
+        let items: Vec<_> = loader.iter().collect();
+        match &items[..] {
+            [
+                Err(
+                    e @ Error::Decode {
+                        sample: 3,
+                        message,
+                        decoder,
+                        ..
+                    },
+                ),
+            ] => {
+                assert_eq!(
+                    (message.as_str(), decoder.as_str()),
+                    ("cannot look up the label", "FailsOnThree")
+                );
+                assert_eq!(
+                    io_cause(e).map(|io| io.to_string()),
+                    Some("labels.csv".into())
+                );
+            }
+            other => panic!("compile={compile}: {other:?}"),
+        }
+        drop(items);
+        assert_eq!(loader.live_threads(), 0);
+    }
+}
+
+/// A slot stage that fails on its first batch with [`lookup_failed`].
+struct FailingStage;
+
+impl SlotStage for FailingStage {
+    fn process(
+        &self,
+        _slot: usize,
+        _outputs: &mut [SlotOutput<'_>],
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
+        Err(lookup_failed())
+    }
+}
+
+#[test]
+fn a_slot_stage_error_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_blobs(dir.path(), "stage_error", 16);
+    let mut loader = Loader::builder(&path)
+        .batch_size(8)
+        .slot_stage(Arc::new(FailingStage))
+        .build()
+        .unwrap();
+    let items: Vec<_> = loader.iter().collect();
+    match &items[..] {
+        [
+            Err(
+                e @ Error::SlotStage {
+                    batch: 0, message, ..
+                },
+            ),
+        ] => {
+            assert_eq!(message, "cannot look up the label");
+            assert_eq!(
+                io_cause(e).map(|io| io.to_string()),
+                Some("labels.csv".into())
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(items);
+    assert_eq!(loader.live_threads(), 0);
+}
+
+/// An operation that refuses every state with [`lookup_failed`].
+struct RefusesWithCause;
+
+impl Operation for RefusesWithCause {
+    fn name(&self) -> String {
+        "RefusesWithCause".into()
+    }
+    fn lower(&self, _input: &State) -> Result<Lowered, ffcv::jit::ExtensionError> {
+        Err(lookup_failed())
+    }
+}
+
+#[test]
+fn an_operations_refusal_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_blobs(dir.path(), "refusal", 16);
+    let built = Loader::builder(&path)
+        .batch_size(8)
+        .disable("blob")
+        .pipeline(
+            "index",
+            PipelineSpec::new(IntDecoder).then(RefusesWithCause),
+        )
+        .build();
+    let Err(err) = built else {
+        panic!("the pipeline is refused")
+    };
+    assert!(err.to_string().contains("RefusesWithCause"), "{err}");
+    assert!(
+        err.to_string().contains("cannot look up the label"),
+        "{err}"
+    );
+    assert_eq!(
+        io_cause(&err).map(|io| io.to_string()),
+        Some("labels.csv".into())
+    );
 }

@@ -49,10 +49,15 @@ impl Decoder for PerSample {
     fn name(&self) -> String {
         "PerSample".into()
     }
-    fn declare(&self, f: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, f: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         FixedBytesDecoder.declare(f)
     }
-    fn decode(&self, i: &SampleInput<'_>, o: &mut [u8], s: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        i: &SampleInput<'_>,
+        o: &mut [u8],
+        s: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         FixedBytesDecoder.decode(i, o, s)
     }
 }
@@ -123,14 +128,19 @@ impl Decoder for TagSum {
     fn name(&self) -> String {
         "TagSum".into()
     }
-    fn declare(&self, f: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, f: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         if f.reader.custom_handler(f.index).is_none() {
             return Err("decodes tagged fields".into());
         }
         let i64_le = NumpyDtype::numeric(NumpyKind::Int, 8, ByteOrder::Little).unwrap();
         Ok(DecoderOutput::new(vec![2], i64_le, OutputKind::Array))
     }
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         let tag = u32::from_le_bytes(input.metadata[12..16].try_into().unwrap());
         let sum: u64 = input.data.iter().map(|&b| u64::from(b)).sum();
         out[..8].copy_from_slice(&i64::from(tag).to_ne_bytes());

@@ -24,7 +24,7 @@ impl SlotStage for TruncateOnce {
         &self,
         _slot: usize,
         _outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
         if !self.done.swap(true, Ordering::SeqCst) {
             let file = std::fs::OpenOptions::new()
                 .write(true)

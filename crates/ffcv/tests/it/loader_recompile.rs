@@ -20,7 +20,7 @@ impl Decoder for Repeat {
         "Repeat".into()
     }
 
-    fn declare(&self, _: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, _: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         let width = self.0.load(Ordering::SeqCst);
         Ok(DecoderOutput::new(
             vec![width],
@@ -29,7 +29,12 @@ impl Decoder for Repeat {
         ))
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], _: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        _: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         out.fill(input.sample as u8);
         Ok(())
     }

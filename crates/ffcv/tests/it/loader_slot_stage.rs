@@ -36,7 +36,7 @@ impl SlotStage for Checksum {
         &self,
         slot: usize,
         outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
         if Some(self.calls.fetch_add(1, Ordering::SeqCst)) == self.fail_at {
             return Err("device lost".into());
         }

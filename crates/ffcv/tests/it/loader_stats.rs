@@ -32,11 +32,16 @@ impl Decoder for Slow {
         format!("Slow({})", self.inner.name())
     }
 
-    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, String> {
+    fn declare(&self, field: &FieldInfo<'_>) -> Result<DecoderOutput, ffcv::ExtensionError> {
         self.inner.declare(field)
     }
 
-    fn decode(&self, input: &SampleInput<'_>, out: &mut [u8], s: &mut [u8]) -> Result<(), String> {
+    fn decode(
+        &self,
+        input: &SampleInput<'_>,
+        out: &mut [u8],
+        s: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.per_sample);
         self.inner.decode(input, out, s)
@@ -54,7 +59,7 @@ impl SlotStage for Sleepy {
         &self,
         _slot: usize,
         _outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.per_batch);
         Ok(None)

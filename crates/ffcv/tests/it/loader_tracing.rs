@@ -69,7 +69,7 @@ impl SlotStage for Nothing {
         &self,
         _slot: usize,
         _outputs: &mut [SlotOutput<'_>],
-    ) -> Result<Option<Attachment>, String> {
+    ) -> Result<Option<Attachment>, ffcv::ExtensionError> {
         Ok(None)
     }
 }

@@ -27,7 +27,7 @@ impl Operation for Double {
     fn name(&self) -> String {
         "Double".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         Ok(Lowered::Native(NativeKernel::from_fn(
             input.clone(),
             double,

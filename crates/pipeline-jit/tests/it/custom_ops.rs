@@ -39,7 +39,7 @@ impl Operation for Decode {
     fn name(&self) -> String {
         "Decode".into()
     }
-    fn lower(&self, _input: &State) -> Result<Lowered, String> {
+    fn lower(&self, _input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         let out = State::cpu([2, 2], ElemType::U8);
         Ok(Lowered::Native(
             NativeKernel::new(out, decode, self.store.clone()).with_scratch(16),
@@ -54,7 +54,7 @@ impl Operation for InvertTranspose {
     fn name(&self) -> String {
         "InvertTranspose".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         use pipeline_jit::Index;
         let x = Expr::Input(vec![Index::Coord(1), Index::Coord(0)]);
         Ok(Lowered::Expr(ExprKernel {

@@ -13,7 +13,7 @@ fn u8s(shape: &[usize]) -> State {
 
 fn plan_error(p: &Pipeline) -> (usize, String, String) {
     match p.plan() {
-        Err(Error::InvalidOperation { index, op, reason }) => (index, op, reason),
+        Err(Error::InvalidOperation { index, op, reason }) => (index, op, reason.to_string()),
         other => panic!("expected InvalidOperation, got {other:?}"),
     }
 }
@@ -24,7 +24,7 @@ impl Operation for Fixed {
     fn name(&self) -> String {
         "Fixed".into()
     }
-    fn lower(&self, _: &State) -> Result<Lowered, String> {
+    fn lower(&self, _: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         Ok(Lowered::Expr(self.0.clone()))
     }
 }

@@ -121,7 +121,7 @@ impl Operation for RandomIr {
     fn name(&self) -> String {
         format!("RandomIr({})", self.seed)
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         let mut g = Gen(self.seed | 1);
         let t = ElemType::ALL[g.below(ElemType::ALL.len() as u64) as usize];
         let expr = rand_expr(&mut g, t, input, 3);
@@ -154,7 +154,7 @@ impl Operation for ReverseXor {
     fn name(&self) -> String {
         "ReverseXor".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         if input.dtype != ElemType::U8 {
             return Err("u8 only".into());
         }
@@ -286,7 +286,7 @@ impl Operation for CancellingOffsets {
     fn name(&self) -> String {
         "CancellingOffsets".into()
     }
-    fn lower(&self, input: &State) -> Result<Lowered, String> {
+    fn lower(&self, input: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         let far = -(1i64 << 40);
         // A condition on a looped (not unrolled) coordinate, so that it is not folded or
         // hoisted out of the loop nest.

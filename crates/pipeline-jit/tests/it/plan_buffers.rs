@@ -20,7 +20,7 @@ impl Operation for Fill {
     fn name(&self) -> String {
         "Fill".into()
     }
-    fn lower(&self, _: &State) -> Result<Lowered, String> {
+    fn lower(&self, _: &State) -> Result<Lowered, pipeline_jit::ExtensionError> {
         let out = State::cpu([4, 5, 3], ElemType::U8);
         Ok(Lowered::Native(
             NativeKernel::new(out, fill, Arc::new(())).with_scratch(1000),
