@@ -8,7 +8,10 @@
 //! parameter forms and defaults and check the parameters ([`BadParameter`]), once for
 //! every front end; the types are re-exported for full control.
 //! [`ReplaceLabel`] and [`Poison`] are index-aware operations (native kernels that read
-//! the sample id), as FFCV's `ReplaceLabel` and `Poison`.
+//! the sample id), as FFCV's `ReplaceLabel` and `Poison`. The native per-sample kernels of
+//! FFCV's colour operations ([`colour`]), of its `RandomResizedCrop` transform
+//! ([`resized_crop`]) and of `View` ([`view`]) draw from the sample's generator too;
+//! [`mixup`] holds FFCV's batch-level mixup, functions on a whole batch.
 //!
 //! ```
 //! use ffcv::decode::CenterCropRGBImageDecoder;
@@ -26,6 +29,11 @@
 //! assert_eq!(batch.get::<f32>("image")?.shape(), &[8, 3, 32, 32]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+pub mod colour;
+pub mod mixup;
+pub mod resized_crop;
+pub mod view;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -299,7 +307,7 @@ pub struct Poison {
     context: Arc<PoisonContext>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct PoisonContext {
     height: usize,
     width: usize,
@@ -356,6 +364,21 @@ impl Poison {
                 bytes: true,
             }),
         })
+    }
+
+    /// For an `alpha` the user gave as float32: FFCV then computes `1 - alpha` in float32
+    /// (NumPy keeps the array's type), so the opacity that multiplies the image is that
+    /// rounded value. (`mask * alpha` is float64 either way.)
+    pub fn alpha_in_float32(mut self) -> Poison {
+        let c = Arc::make_mut(&mut self.context);
+        // `1 - k` gives alpha back exactly for every float32 alpha above 2^-29; below,
+        // `1 - alpha` rounds to 1 in float32 either way.
+        c.keep = c
+            .keep
+            .iter()
+            .map(|&k| f64::from(1.0f32 - (1.0 - k) as f32))
+            .collect();
+        self
     }
 }
 

@@ -40,4 +40,6 @@ mod loader_transforms;
 mod loader_var_array;
 mod mixture;
 mod quasi_buffer_sizing;
+mod transforms_mixup;
+mod transforms_native;
 mod views;
