@@ -162,6 +162,35 @@ fn numeric(data_type: &DataType) -> Option<(NumpyKind, u64)> {
     })
 }
 
+/// Whether a column of `data_type` is inferred as `var_array`: a variable-size list
+/// (`List`, `LargeList`) whose items are numbers or lists of numbers (nested to any
+/// depth, fixed-size or not). A `FixedSizeList` column is left to the first record
+/// (an `array`).
+pub fn is_var_numeric_list(data_type: &DataType) -> bool {
+    fn numeric_items(data_type: &DataType) -> bool {
+        match data_type {
+            DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+                numeric_items(f.data_type())
+            }
+            other => numeric(other).is_some(),
+        }
+    }
+    match data_type {
+        DataType::List(f) | DataType::LargeList(f) => numeric_items(f.data_type()),
+        _ => false,
+    }
+}
+
+/// The names of `schema`'s columns that [`is_var_numeric_list`] takes.
+pub fn var_list_columns(schema: &arrow_schema::Schema) -> Vec<String> {
+    schema
+        .fields()
+        .iter()
+        .filter(|f| is_var_numeric_list(f.data_type()))
+        .map(|f| f.name().clone())
+        .collect()
+}
+
 /// The little-endian bytes of a numeric array's values.
 fn numeric_bytes(array: &dyn arrow_array::Array) -> Vec<u8> {
     macro_rules! le {
@@ -342,6 +371,30 @@ mod tests {
         );
         assert_eq!(cell(&image, 0), Ok(Cell::Image(b"jpeg".to_vec())));
         assert!(cell(&image, 1).unwrap_err().contains("\"b.jpg\""));
+    }
+
+    #[test]
+    fn variable_size_numeric_lists_are_var_lists() {
+        let item = |t: DataType| Arc::new(Field::new("item", t, true));
+        let f32_list = DataType::List(item(DataType::Float32));
+        assert!(is_var_numeric_list(&f32_list));
+        assert!(is_var_numeric_list(&DataType::LargeList(item(
+            DataType::Int64
+        ))));
+        assert!(is_var_numeric_list(&DataType::List(item(f32_list.clone()))));
+        assert!(is_var_numeric_list(&DataType::List(item(
+            DataType::FixedSizeList(item(DataType::Float32), 2)
+        ))));
+        assert!(!is_var_numeric_list(&DataType::FixedSizeList(
+            item(DataType::Float32),
+            2
+        )));
+        assert!(!is_var_numeric_list(&DataType::FixedSizeList(
+            item(f32_list),
+            2
+        )));
+        assert!(!is_var_numeric_list(&DataType::List(item(DataType::Utf8))));
+        assert!(!is_var_numeric_list(&DataType::Int64));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
 use arrow_ipc::{MessageHeader, root_as_message};
 
-use crate::arrow_cells::{BatchCache, Group, Groups, row_cells};
+use crate::arrow_cells::{BatchCache, Group, Groups, row_cells, var_list_columns};
 use crate::error::Result;
 use crate::table_fields::{Cell, Table, input_error};
 
@@ -35,6 +35,8 @@ struct IpcFile {
     schema_message: Vec<u8>,
     /// The columns.
     columns: Vec<String>,
+    /// The columns of a variable-size numeric list type.
+    var_lists: Vec<String>,
     /// Each record batch's message: offset and length in the file.
     batches: Vec<(u64, u64)>,
 }
@@ -67,7 +69,7 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
             .find(|&p| p + 4 <= size && read_at(&file, p, 4).is_ok_and(|w| w == [0xFF; 4]))
             .unwrap_or(8);
     }
-    let mut schema: Option<(Vec<u8>, Vec<String>)> = None;
+    let mut schema: Option<(Vec<u8>, Vec<String>, Vec<String>)> = None;
     let (mut batches, mut rows) = (Vec::new(), Vec::new());
     let problem = loop {
         if pos + 4 > size {
@@ -123,13 +125,16 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
         };
         match message.header_type() {
             MessageHeader::Schema if schema.is_none() => {
-                let columns = message
+                let decoded = message
                     .header_as_schema()
-                    .and_then(|s| arrow_ipc::convert::try_fb_to_schema(s).ok())
+                    .and_then(|s| arrow_ipc::convert::try_fb_to_schema(s).ok());
+                let columns = decoded
+                    .as_ref()
                     .map(|s| s.fields().iter().map(|f| f.name().clone()).collect())
                     .unwrap_or_default();
+                let var_lists = decoded.as_ref().map(var_list_columns).unwrap_or_default();
                 match read_at(&file, pos, end - pos) {
-                    Ok(bytes) => schema = Some((bytes, columns)),
+                    Ok(bytes) => schema = Some((bytes, columns, var_lists)),
                     Err(e) => break Some(e),
                 }
             }
@@ -158,10 +163,11 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
         }
         pos = end;
     };
-    let file = schema.map(|(schema_message, columns)| IpcFile {
+    let file = schema.map(|(schema_message, columns, var_lists)| IpcFile {
         file,
         schema_message,
         columns,
+        var_lists,
         batches,
     });
     (file, rows, problem)
@@ -280,5 +286,11 @@ impl Table for ArrowTable {
 
     fn broken(&self) -> &[(PathBuf, String)] {
         &self.broken
+    }
+
+    fn var_list_columns(&self) -> Vec<String> {
+        self.files
+            .first()
+            .map_or_else(Vec::new, |f| f.var_lists.clone())
     }
 }

@@ -16,7 +16,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 
-use crate::arrow_cells::{BatchCache, Group, Groups, row_cells};
+use crate::arrow_cells::{BatchCache, Group, Groups, row_cells, var_list_columns};
 use crate::error::Result;
 use crate::table_fields::{Cell, Table, input_error};
 
@@ -155,5 +155,11 @@ impl Table for ParquetTable {
 
     fn broken(&self) -> &[(PathBuf, String)] {
         &self.broken
+    }
+
+    fn var_list_columns(&self) -> Vec<String> {
+        self.metadata
+            .first()
+            .map_or_else(Vec::new, |m| var_list_columns(m.schema()))
     }
 }

@@ -12,11 +12,23 @@
 //! strings, and empty lists, are JSON. A column no kind takes, or null in the first record, is left out and
 //! named. Values are kept exactly: integers as `IntField` (int64), floats as
 //! `FloatField` (float64), array elements in their own dtype.
+//!
+//! A source with a schema (Parquet, Arrow IPC) says more than its first record: a column
+//! whose type is a variable-size list (`List`, `LargeList`) of numbers, or of lists of
+//! numbers, is `var_array` (a `VarArrayField`: each record any number of rows, 0 too),
+//! whatever the first record's length; a `FixedSizeList` stays `array`. TFRecord has no
+//! schema (every feature is a list), so its lists are inferred as above and are
+//! `var_array` only when `--field` says so ([`Table::var_list_columns`]). A `var_array`
+//! field's element dtype and row shape (the shape of one row: `[]` for a flat list, `[2]`
+//! for lists of pairs) are the first record's; a record whose list is empty says nothing
+//! of its rows, so the first record with a row gives them then. Every record must have
+//! that dtype and row shape.
 
 use std::path::Path;
 
 use beton_io::{
     ByteOrder, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, NumpyDtype, NumpyKind,
+    VarArrayArgs,
 };
 use ffcv::image::{ImageMode, read_image_bytes};
 
@@ -116,6 +128,12 @@ pub trait Table: Sync {
     /// Files whose structure broke off, with the reason: their records before the break
     /// were kept (only when the table was opened to keep going).
     fn broken(&self) -> &[(std::path::PathBuf, String)];
+    /// The columns whose schema type is a variable-size list of numbers (or of lists of
+    /// numbers), which inference stores as `var_array`; none for a source without a
+    /// schema (TFRecord).
+    fn var_list_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The error of input file `path`, for the command line (exit status 1).
@@ -140,17 +158,21 @@ pub enum Kind {
     Json,
     /// A numeric array of fixed dtype and shape (`NDArrayField`).
     Array,
+    /// A numeric array of fixed dtype and row shape with any number of rows
+    /// (`VarArrayField`).
+    VarArray,
     /// Bytes (`BytesField`): a byte string, a string's UTF-8, an image's file.
     Bytes,
 }
 
 impl Kind {
-    const ALL: [Kind; 6] = [
+    const ALL: [Kind; 7] = [
         Kind::Image,
         Kind::Int,
         Kind::Float,
         Kind::Json,
         Kind::Array,
+        Kind::VarArray,
         Kind::Bytes,
     ];
 
@@ -162,6 +184,7 @@ impl Kind {
             Kind::Float => "float",
             Kind::Json => "json",
             Kind::Array => "array",
+            Kind::VarArray => "var_array",
             Kind::Bytes => "bytes",
         }
     }
@@ -183,9 +206,10 @@ impl FieldMap {
     /// between the first `=` and the last `:`.
     pub fn parse(text: &str) -> Result<FieldMap> {
         let bad = |why: &str| {
+            let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
             CliError::Usage(format!(
-                "--field {text}: {why} (expected NAME=COLUMN:KIND, KIND one of image, int, \
-                 float, json, array, bytes)"
+                "--field {text}: {why} (expected NAME=COLUMN:KIND, KIND one of {})",
+                kinds.join(", ")
             ))
         };
         let (name, rest) = text.split_once('=').ok_or_else(|| bad("no `=`"))?;
@@ -251,13 +275,23 @@ fn field_name(column: &str) -> String {
     name
 }
 
-/// The fields inferred from the first record's cells of `columns` (see the module docs),
-/// and the columns left out with the reason.
-pub fn infer(columns: &[String], first: &[Cell]) -> (Vec<FieldMap>, Vec<(String, String)>) {
+/// The fields inferred from the first record's cells of `columns` and the schema's
+/// variable-size numeric lists `var_lists` (see the module docs), and the columns left out
+/// with the reason.
+pub fn infer(
+    columns: &[String],
+    first: &[Cell],
+    var_lists: &[String],
+) -> (Vec<FieldMap>, Vec<(String, String)>) {
     let mut maps: Vec<FieldMap> = Vec::new();
     let mut left_out = Vec::new();
     for (column, cell) in columns.iter().zip(first) {
-        match kind_of(cell) {
+        let kind = match cell {
+            Cell::Null => kind_of(cell),
+            _ if var_lists.contains(column) => Ok(Kind::VarArray),
+            _ => kind_of(cell),
+        };
+        match kind {
             Ok(kind) => {
                 let mut name = field_name(column);
                 // Two columns that sanitise to one name: number the later ones.
@@ -281,8 +315,23 @@ pub fn infer(columns: &[String], first: &[Cell]) -> (Vec<FieldMap>, Vec<(String,
     (maps, left_out)
 }
 
+/// The element dtype and row shape a `var_array` field takes from `cell`: `None` for an
+/// empty list of lists, which has no row to tell (a flat list's rows are its elements,
+/// so an empty one still tells); an error for a cell that is not a numeric list.
+pub fn var_array_rows(cell: &Cell) -> std::result::Result<Option<(NumpyDtype, Vec<u64>)>, String> {
+    match cell {
+        Cell::Array(a) if a.shape.len() == 1 => Ok(Some((a.dtype.clone(), Vec::new()))),
+        Cell::Array(a) if a.shape.first().is_none_or(|&rows| rows == 0) => Ok(None),
+        Cell::Array(a) => Ok(Some((a.dtype.clone(), a.shape[1..].to_vec()))),
+        Cell::List(items) if items.is_empty() => Ok(None),
+        other => Err(format!("{}, not a numeric list", describe(other))),
+    }
+}
+
 /// The fields with their types, as the writer takes them; `array` fields take the dtype
-/// and shape of the first record's cell (`first`, one per map).
+/// and shape of the first record's cell (`first`, one per map), `var_array` fields the
+/// dtype and row shape ([`var_array_rows`]; the caller passes the first record with a row
+/// when the first record's list is empty).
 pub fn field_specs(
     maps: &[FieldMap],
     first: &[Cell],
@@ -296,6 +345,23 @@ pub fn field_specs(
                 Kind::Float => FieldType::Float,
                 Kind::Json => FieldType::Json,
                 Kind::Bytes => FieldType::Bytes,
+                Kind::VarArray => {
+                    let field = |why: String| {
+                        format!("field `{}` (from `{}`): {why}", map.name, map.column)
+                    };
+                    let rows = var_array_rows(cell)
+                        .map_err(|e| field(format!("the first record holds {e}")))?;
+                    let Some((dtype, inner)) = rows else {
+                        return Err(field(
+                            "every record's list is empty, so the row shape is unknown (store \
+                             it as json instead)"
+                                .into(),
+                        ));
+                    };
+                    let args = VarArrayArgs::new(dtype, inner)
+                        .map_err(|e| field(format!("cannot be a var_array field: {e}")))?;
+                    FieldType::VarArray(args)
+                }
                 Kind::Array => match cell {
                     Cell::Array(a) if !a.shape.is_empty() && a.shape.last() != Some(&0) => {
                         FieldType::NdArray(NdArrayArgs::new(a.dtype.clone(), a.shape.clone()))
@@ -518,6 +584,36 @@ impl Converter<'_> {
                 }
                 FieldValue::NdArray(a.data)
             }
+            Kind::VarArray => {
+                let FieldType::VarArray(want) = &spec.field_type else {
+                    return Err(wrong(&cell));
+                };
+                let a = match cell {
+                    // An empty list of lists: no rows.
+                    Cell::List(items) if items.is_empty() => {
+                        return Ok(FieldValue::NdArray(vec![]));
+                    }
+                    Cell::Array(a) => a,
+                    other => return Err(wrong(&other)),
+                };
+                if a.dtype != want.dtype {
+                    return Err(format!(
+                        "a list of {} elements, the field's are {}",
+                        a.dtype.descr(),
+                        want.dtype.descr()
+                    ));
+                }
+                let empty = a.shape.first().is_none_or(|&rows| rows == 0);
+                if !empty && a.shape[1..] != want.inner_shape[..] {
+                    return Err(format!(
+                        "rows of shape {:?} (a list of shape {:?}), the field's rows are {:?}",
+                        &a.shape[1..],
+                        a.shape,
+                        want.inner_shape
+                    ));
+                }
+                FieldValue::NdArray(if empty { Vec::new() } else { a.data })
+            }
             Kind::Image => {
                 let bytes = match cell {
                     Cell::Bytes(b) | Cell::Image(b) => b,
@@ -570,7 +666,7 @@ mod tests {
             ints(&[7]),
             Cell::List(vec![Cell::Bytes(b"\xFF\xD8\xFF\xE0".to_vec())]),
         ];
-        let (maps, left_out) = infer(&columns, &first);
+        let (maps, left_out) = infer(&columns, &first, &[]);
         let flags: Vec<String> = maps.iter().map(FieldMap::flag).collect();
         assert_eq!(
             flags,
@@ -624,5 +720,52 @@ mod tests {
         );
         assert!(FieldMap::parse("x=col").is_err());
         assert!(FieldMap::parse("x=col:picture").is_err());
+    }
+
+    #[test]
+    fn var_array_kind_from_the_schema_and_its_rows() {
+        let columns: Vec<String> = ["ids", "boxes", "fixed", "none"].map(String::from).to_vec();
+        let pairs = Cell::Array(Array {
+            dtype: dtype(NumpyKind::Float, 4),
+            shape: vec![1, 2],
+            data: [0.5f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        });
+        let first = [ints(&[]), pairs.clone(), ints(&[3, 4]), Cell::Null];
+        let var = ["ids", "boxes", "none"].map(String::from);
+        let (maps, left_out) = infer(&columns, &first, &var);
+        let flags: Vec<String> = maps.iter().map(FieldMap::flag).collect();
+        assert_eq!(
+            flags,
+            [
+                "ids=ids:var_array",
+                "boxes=boxes:var_array",
+                "fixed=fixed:array"
+            ]
+        );
+        assert_eq!(left_out.len(), 1);
+        assert_eq!(
+            FieldMap::parse("t=tok:var_array").unwrap().kind,
+            Kind::VarArray
+        );
+        assert_eq!(
+            var_array_rows(&ints(&[])),
+            Ok(Some((dtype(NumpyKind::Int, 8), vec![])))
+        );
+        assert_eq!(
+            var_array_rows(&pairs),
+            Ok(Some((dtype(NumpyKind::Float, 4), vec![2])))
+        );
+        assert_eq!(var_array_rows(&Cell::List(vec![])), Ok(None));
+        assert!(var_array_rows(&Cell::Int(1)).is_err());
+        let specs = field_specs(&maps, &first[..3]).unwrap();
+        assert_eq!(
+            specs[1].field_type,
+            FieldType::VarArray(VarArrayArgs::new(dtype(NumpyKind::Float, 4), vec![2]).unwrap())
+        );
+        let empty_nested = field_specs(&maps[1..2], &[Cell::List(vec![])]).unwrap_err();
+        assert!(
+            empty_nested.contains("row shape is unknown"),
+            "{empty_nested}"
+        );
     }
 }

@@ -51,7 +51,7 @@ def table(pa, rows):
         "label": pa.array([r["label"] for r in rows], type=pa.int64()),
         "score": pa.array([r["score"] for r in rows], type=pa.float64()),
         "caption": pa.array([r["caption"] for r in rows], type=pa.string()),
-        "emb": pa.array([r["emb"] for r in rows], type=pa.list_(pa.float32())),
+        "emb": pa.array([r["emb"] for r in rows], type=pa.list_(pa.float32(), 3)),
     })
 
 
@@ -132,7 +132,7 @@ def test_hugging_face_datasets_files_convert(tools, tmp_path):
         "label": datasets.Value("int64"),
         "score": datasets.Value("float64"),
         "caption": datasets.Value("string"),
-        "emb": datasets.Sequence(datasets.Value("float32")),
+        "emb": datasets.Sequence(datasets.Value("float32"), length=3),
     })
     ds = datasets.Dataset.from_dict({k: [r[k] for r in rows] for k in rows[0]}, features=features)
     ds.to_parquet(str(tmp_path / "hf.parquet"))

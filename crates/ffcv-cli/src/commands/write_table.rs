@@ -21,7 +21,9 @@ use ffcv::image::ImageMode;
 use super::write_images::{ImageOptions, image_store, passed_note};
 use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::error::{CliError, Result};
-use crate::table_fields::{Converter, FieldMap, Kind, Table, field_specs, infer, input_error};
+use crate::table_fields::{
+    Cell, Converter, FieldMap, Kind, Table, field_specs, infer, input_error, var_array_rows,
+};
 use crate::webdataset::expand_inputs;
 
 /// Which reader the command uses.
@@ -59,10 +61,16 @@ pub struct TableArgs {
     #[arg(value_name = "OUT")]
     pub out: PathBuf,
     /// A field, NAME=COLUMN:KIND: the column (TFRecord: the feature key) stored as KIND
-    /// (image, int, float, json, array, bytes), e.g. `--field image=image:image --field
-    /// label=label:int`. Repeat it for each field, in file order. Without it the fields
-    /// are inferred from the first record: image structs and JPEG/PNG bytes images,
-    /// integers ints, floats floats, strings and other bytes bytes, numeric lists arrays.
+    /// (image, int, float, json, array, var_array, bytes), e.g. `--field image=image:image
+    /// --field label=label:int --field tokens=input_ids:var_array`. Repeat it for each
+    /// field, in file order. `array` is an NDArrayField (every record the first record's
+    /// dtype and shape); `var_array` a VarArrayField (every record the first record's
+    /// dtype and row shape, any number of rows, 0 too). Without it the fields are inferred
+    /// from the first record: image structs and JPEG/PNG bytes images, integers ints,
+    /// floats floats, strings and other bytes bytes; for Parquet and Arrow, columns of a
+    /// variable-size list type (List, LargeList) of numbers var_array, fixed-size lists
+    /// array; for TFRecord, which has no schema, numeric lists array (var_array only
+    /// with --field).
     #[arg(long = "field", value_name = "NAME=COLUMN:KIND")]
     pub fields: Vec<String>,
     /// The image options.
@@ -186,7 +194,7 @@ pub fn run(format: Format, args: &TableArgs) -> Result<()> {
         ));
     };
     let maps = if given.is_empty() {
-        let (maps, left_out) = infer(&columns, &first_cells);
+        let (maps, left_out) = infer(&columns, &first_cells, &table.var_list_columns());
         for (column, why) in left_out {
             println!("left out: column `{column}` ({why})");
         }
@@ -215,10 +223,11 @@ pub fn run(format: Format, args: &TableArgs) -> Result<()> {
         .collect();
     println!("fields: {}", flags.join(" "));
     let mapped: Vec<&str> = maps.iter().map(|m| m.column.as_str()).collect();
-    let mapped_first: Vec<_> = mapped
+    let mut mapped_first: Vec<_> = mapped
         .iter()
         .map(|c| first_cells[columns.iter().position(|k| k == c).unwrap_or(0)].clone())
         .collect();
+    first_rows(table, first, &maps, &mut mapped_first);
     let specs = field_specs(&maps, &mapped_first).map_err(|reason| {
         let (path, _, place) = table.locate(first);
         input_error(path, format!("{place}: {reason}"))
@@ -296,6 +305,39 @@ pub fn run(format: Format, args: &TableArgs) -> Result<()> {
         report_skipped(&skipped, table, &out)?;
     }
     Ok(())
+}
+
+/// Replaces each `var_array` field's cell in `cells` (record `first`'s) that is an empty
+/// list of lists, which has no row to give the row shape, by the first later record's
+/// cell that has one. Records that do not read are passed over here; converting them
+/// reports them.
+fn first_rows(table: &dyn Table, first: usize, maps: &[FieldMap], cells: &mut [Cell]) {
+    let unknown = |cells: &[Cell]| -> Vec<usize> {
+        (0..maps.len())
+            .filter(|&f| maps[f].kind == Kind::VarArray && var_array_rows(&cells[f]) == Ok(None))
+            .collect()
+    };
+    let mut missing = unknown(cells);
+    for i in first + 1..table.num_records() {
+        if missing.is_empty() {
+            return;
+        }
+        let columns: Vec<&str> = missing.iter().map(|&f| maps[f].column.as_str()).collect();
+        let Ok(found) = table.cells(i, &columns) else {
+            continue;
+        };
+        missing.retain(|&f| {
+            let cell = &found[columns
+                .iter()
+                .position(|c| *c == maps[f].column)
+                .unwrap_or(0)];
+            if matches!(var_array_rows(cell), Ok(Some(_))) {
+                cells[f] = cell.clone();
+                return false;
+            }
+            true
+        });
+    }
 }
 
 /// Converts every record once (images decoded, not encoded) on `workers` threads: the

@@ -1,6 +1,7 @@
 //! `ffcv write parquet` and `ffcv write arrow`: Parquet files (several row groups,
 //! snappy) and Arrow IPC files (stream and file format) made here, with image structs
-//! `{bytes, path}` of generated PNGs, ints, floats, strings, numeric lists and lists of
+//! `{bytes, path}` of generated PNGs, ints, floats, strings, numeric lists (a list type
+//! inferred as a VarArrayField, a fixed-size list as an NDArrayField) and lists of
 //! strings, convert to a file holding exactly their records, fields and values; the
 //! photographs as a binary column decode as PIL does; a corrupt record fails naming the
 //! file and the row, or is skipped and listed; a file that is not Parquet or Arrow is a
@@ -19,6 +20,7 @@ use arrow_array::{
     ArrayRef, BinaryArray, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
 };
 use arrow_schema::{DataType, Field, Fields};
+use beton_io::{FieldType, FieldValue, Reader, VarArrayArgs};
 use ffcv::image::RgbImage;
 use ffcv_testkit::image_variants::{PHOTO_NAMES, PHOTOS};
 use parquet::arrow::ArrowWriter;
@@ -157,7 +159,7 @@ fn batch(rows: &[Row], bad_image: Option<usize>) -> RecordBatch {
 }
 
 /// Writes `batches` as one Parquet file (snappy, row groups of `group_rows`).
-fn parquet_file(path: &Path, batches: &[RecordBatch], group_rows: usize) {
+pub(crate) fn parquet_file(path: &Path, batches: &[RecordBatch], group_rows: usize) {
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(group_rows))
@@ -171,7 +173,7 @@ fn parquet_file(path: &Path, batches: &[RecordBatch], group_rows: usize) {
 }
 
 /// Writes `batches` as an Arrow IPC stream (`stream`) or file.
-fn arrow_file(path: &Path, batches: &[RecordBatch], stream: bool) {
+pub(crate) fn arrow_file(path: &Path, batches: &[RecordBatch], stream: bool) {
     let file = std::fs::File::create(path).unwrap();
     let schema = batches[0].schema();
     if stream {
@@ -186,13 +188,18 @@ fn arrow_file(path: &Path, batches: &[RecordBatch], stream: bool) {
 }
 
 const INFERRED: &str = "fields: --field image=image:image --field label=label:int --field \
-     score=score:float --field caption=caption:bytes --field ids=ids:array --field \
-     emb=emb:array --field tags=tags:json\n";
+     score=score:float --field caption=caption:bytes --field ids=ids:var_array \
+     --field emb=emb:array --field tags=tags:json\n";
 
 /// Checks that `out` holds exactly `want`, with the inferred fields.
 fn check(out: &Path, want: &[Row]) {
     let dumped = dump(out);
     assert_eq!(dumped.len(), want.len());
+    let reader = Reader::open(out).unwrap();
+    assert_eq!(
+        reader.fields()[4].field_type,
+        FieldType::VarArray(VarArrayArgs::new("<i4".parse().unwrap(), vec![]).unwrap())
+    );
     for (i, (row, w)) in dumped.iter().zip(want).enumerate() {
         assert_eq!(row["image"]["mode"], "raw", "{i}");
         assert_eq!(row["image"]["width"], w.image.width());
@@ -204,8 +211,9 @@ fn check(out: &Path, want: &[Row]) {
         assert_eq!(row["caption"]["sha256"], hex(w.caption.as_bytes()));
         let ids: Vec<u8> = w.ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(
-            row["ids"],
-            json!({"dtype": "<i4", "shape": [3], "sha256": hex(&ids)})
+            reader.value(i as u64, 4).unwrap(),
+            FieldValue::NdArray(ids),
+            "{i}"
         );
         let emb: Vec<u8> = w.emb.iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(
@@ -228,7 +236,7 @@ fn check(out: &Path, want: &[Row]) {
             "IntField",
             "FloatField",
             "BytesField",
-            "NDArrayField",
+            "VarArrayField",
             "NDArrayField",
             "JSONField"
         ]

@@ -30,14 +30,14 @@ fn field(tag: u64, bytes: &[u8]) -> Vec<u8> {
 }
 
 /// A `tf.train.Feature`.
-enum F {
+pub(crate) enum F {
     Bytes(Vec<Vec<u8>>),
     Floats(Vec<f32>),
     Ints(Vec<i64>),
 }
 
 /// A serialized `tf.train.Example` of `features` (key, feature), in the given order.
-fn example(features: &[(&str, F)]) -> Vec<u8> {
+pub(crate) fn example(features: &[(&str, F)]) -> Vec<u8> {
     let mut map = Vec::new();
     for (key, feature) in features {
         let list = match feature {
@@ -75,7 +75,7 @@ fn masked_crc(data: &[u8]) -> u32 {
 }
 
 /// The TFRecord framing of `records`.
-fn tfrecord(records: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn tfrecord(records: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in records {
         let len = (r.len() as u64).to_le_bytes();

@@ -19,6 +19,7 @@ mod cli_order;
 mod cli_remote;
 mod cli_resume;
 mod cli_shards;
+mod cli_table_var_array;
 mod cli_tables;
 mod cli_tfrecord;
 mod cli_var_array;
