@@ -41,19 +41,25 @@ DIFFERENCES = {
     "ffcv.transforms.normalize.NormalizeImage": "the Rust pipeline outputs float16 directly "
         "(FFCV's CPU path gives its int16 bits); same values",
     "ffcv.transforms.flip.RandomHorizontalFlip": "in the Rust pipeline the draws come from "
-        "(seed, epoch, sample), so runs repeat; in Python, from NumPy's/numba's generator",
+        "(seed, epoch, sample), so runs repeat; `generate_code()` gives the native kernel "
+        "with a seed from NumPy's generator (FFCV's NumPy code for torch tensors)",
     "ffcv.transforms.cutout.Cutout": "as `RandomHorizontalFlip` for the draws",
     "ffcv.transforms.translate.RandomTranslate": "as `RandomHorizontalFlip` for the draws",
-    "ffcv.transforms.random_resized_crop.RandomResizedCrop": "runs in Python (numba when "
-        "installed), not yet in the Rust pipeline",
-    "ffcv.transforms.mixup.ImageMixup": "runs in Python (numba when installed), not yet in Rust",
-    "ffcv.transforms.mixup.LabelMixup": "runs in Python (numba when installed), not yet in Rust",
+    "ffcv.transforms.random_resized_crop.RandomResizedCrop": "as `RandomHorizontalFlip` for "
+        "the draws; the output keeps the input's channel count (FFCV's state says 3)",
+    "ffcv.transforms.mixup.ImageMixup": "native, after the per-sample pipeline; `lam` is drawn "
+        "from (seed, epoch, sample) (FFCV seeds NumPy with the batch's last sample id, the same "
+        "draws every epoch); float images mixed in float64 then rounded once, as FFCV's numba "
+        "code (its NumPy code rounds in the image type)",
+    "ffcv.transforms.mixup.LabelMixup": "as `ImageMixup` for `lam`",
     "ffcv.transforms.mixup.MixupToOneHot": "does not change its input in place (FFCV's does)",
-    "ffcv.transforms.poisoning.Poison": "runs in Python (numba when installed), not yet in Rust",
-    "ffcv.transforms.color_jitter.RandomBrightness": "runs in Python (numba when installed), "
-        "not yet in Rust",
-    "ffcv.transforms.color_jitter.RandomContrast": "as `RandomBrightness`",
-    "ffcv.transforms.color_jitter.RandomSaturation": "as `RandomBrightness`",
+    "ffcv.transforms.poisoning.Poison": "native in the Rust pipeline; FFCV's float32 steps",
+    "ffcv.transforms.color_jitter.RandomBrightness": "as `RandomHorizontalFlip` for the draws",
+    "ffcv.transforms.color_jitter.RandomContrast": "as `RandomHorizontalFlip` for the draws",
+    "ffcv.transforms.color_jitter.RandomSaturation": "as `RandomHorizontalFlip` for the draws",
+    "ffcv.transforms.ops.View": "before a built-in transform it runs in the Rust pipeline (a "
+        "copy, the last axis rescaled by the item sizes); otherwise a view of the handed-over "
+        "batch",
     "ffcv.memory_managers.process_cache.manager.ProcessCacheManager": "reads the file from "
         "Python through the map; the loader's own process cache is the Rust one",
     "ffcv.reader.Reader": "validates the file with beton-io first; `metadata` and "

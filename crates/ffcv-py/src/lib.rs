@@ -32,6 +32,7 @@ pub mod batch;
 pub mod capi;
 pub mod cuda;
 pub mod dlpack;
+pub mod draws;
 pub mod errors;
 pub mod file;
 pub mod fork;
@@ -39,6 +40,7 @@ pub mod image;
 pub mod kernels;
 pub mod loader;
 pub mod mixture;
+pub mod mixup;
 pub mod sample_ids;
 pub mod spec;
 pub mod writer;
@@ -61,6 +63,11 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::check_file, m)?)?;
     m.add_function(wrap_pyfunction!(image::encode_jpeg, m)?)?;
     m.add_function(wrap_pyfunction!(image::downscale, m)?)?;
+    m.add_function(wrap_pyfunction!(mixup::mixup_lambdas, m)?)?;
+    m.add_function(wrap_pyfunction!(mixup::image_mixup, m)?)?;
+    m.add_function(wrap_pyfunction!(mixup::label_mixup, m)?)?;
+    m.add_function(wrap_pyfunction!(mixup::mixup_to_one_hot, m)?)?;
+    m.add_function(wrap_pyfunction!(draws::colour_factors, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -11,7 +11,7 @@ use ffcv::decode::{
     OverCap, RandomResizedCropRGBImageDecoder, SimpleRGBImageDecoder, VarArrayDecoder,
 };
 use ffcv::jit::{ElemType, Operation};
-use ffcv::transforms;
+use ffcv::transforms::{self, colour};
 use ffcv::{Decoder, PipelineSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -211,16 +211,43 @@ pub fn operation(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Ope
             Arc::new(transforms::ReplaceLabel::new(indices, label))
         }
         "ToCHW" => Arc::new(transforms::to_torch_image()),
+        "RandomBrightness" | "RandomContrast" | "RandomSaturation" => {
+            let magnitude: f64 = param(name, params, "magnitude", None)?;
+            let p: f64 = param(name, params, "p", Some(0.5))?;
+            let made = match name {
+                "RandomBrightness" => colour::random_brightness(magnitude, p),
+                "RandomContrast" => colour::random_contrast(magnitude, p),
+                _ => colour::random_saturation(magnitude, p),
+            };
+            Arc::new(made.map_err(value_error)?)
+        }
+        "RandomResizedCrop" => {
+            let scale = range(name, params, "scale", (0.08, 1.0))?;
+            let ratio = range(name, params, "ratio", (3.0 / 4.0, 4.0 / 3.0))?;
+            let size: usize = param(name, params, "size", None)?;
+            Arc::new(
+                transforms::resized_crop::random_resized_crop(size, scale, ratio)
+                    .map_err(value_error)?,
+            )
+        }
+        "View" => {
+            let t: String = param(name, params, "dtype", None)?;
+            Arc::new(transforms::view::View(dtype(name, &t)?))
+        }
         "Poison" => {
             let (h, w): (usize, usize) = param(name, params, "size", None)?;
             let mask: Vec<f64> = param(name, params, "mask", None)?;
             let alpha: Vec<f64> = param(name, params, "alpha", None)?;
             let indices: Vec<u64> = param(name, params, "indices", None)?;
             let clamp: (f64, f64) = param(name, params, "clamp", Some((0.0, 255.0)))?;
-            Arc::new(
-                transforms::Poison::new(h, w, &mask, &alpha, indices, clamp)
-                    .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?,
-            )
+            let single: bool = param(name, params, "alpha_float32", Some(false))?;
+            let poison = transforms::Poison::new(h, w, &mask, &alpha, indices, clamp)
+                .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
+            Arc::new(if single {
+                poison.alpha_in_float32()
+            } else {
+                poison
+            })
         }
         other => {
             return Err(PyTypeError::new_err(format!(

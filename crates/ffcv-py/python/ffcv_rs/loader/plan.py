@@ -156,9 +156,12 @@ def split(field: str, decoder: Any, ops: Sequence[Any], native_decoder: bool
         return [], hand, [decoder, *ops]
     native = [(decoder._native_name, decoder._native_params())]
     python: List[Any] = []
-    for op in ops:
+    for k, op in enumerate(ops):
         if python:
             python.append(op)
+        elif type(op) is View and not _native_follows(ops[k + 1:]):
+            # A view of the handed-over batch costs nothing; the native View copies.
+            hand.steps.append(("view", op.target_dtype))
         elif isinstance(op, ToTensor) and type(op) is ToTensor:
             hand.to_tensor = True
         elif isinstance(op, ToTorchImage) and type(op) is ToTorchImage:
@@ -176,18 +179,35 @@ def split(field: str, decoder: Any, ops: Sequence[Any], native_decoder: bool
             if hand.chw and not isinstance(op, (NormalizeImage, Convert, Squeeze)):
                 raise ValueError(
                     f"field {field!r}: {op!r} cannot follow ToTorchImage(channels_last=False)")
+            if type(op) is View and any(kind in ("convert", "view") for kind, _ in hand.steps):
+                # The native View would run before the hand-over's conversion.
+                raise ValueError(f"field {field!r}: {op!r} after a conversion of the handed-over "
+                                 "batch cannot be followed by built-in transforms")
             native.append((op._native_name, op._native_params()))
         elif type(op) is Squeeze:
             hand.steps.append(("squeeze", op.dims))
         elif type(op) is Convert:
             hand.steps.append(("convert", op.target_dtype))
-        elif type(op) is View:
-            hand.steps.append(("view", op.target_dtype))
         else:
             python.append(op)
     if hand.chw:
         native.append(("ToCHW", {}))
     return native, hand, python
+
+
+#: Operations that only change how the batch is handed over (see :func:`split`).
+_HAND_OVER = (ToTensor, ToTorchImage, ToDevice, Squeeze, Convert, View)
+
+
+def _native_follows(ops: Sequence[Any]) -> bool:
+    """Whether a built-in that runs in the Rust loader comes in ``ops`` before the first
+    operation that runs in Python: a ``View`` before it must then run there too."""
+    for op in ops:
+        if native_builtin(op) and type(op) not in _HAND_OVER:
+            return True
+        if not (native_builtin(op) or type(op) in _HAND_OVER):
+            return False
+    return False
 
 
 def _refs(buffer: Any) -> int:
@@ -273,6 +293,12 @@ class Step:
         self.shared_code = None if shared is None else (
             Compiler.compile(shared) if self.state.jit_mode else shared)
 
+    @property
+    def writes_input(self) -> bool:
+        """Whether the code may write into its input (FFCV's operations may; ffcv_rs's
+        batch-level built-ins only read it)."""
+        return not getattr(self.code, "_ffcv_rs_context", False)
+
     def run(self, x: Any, indices: Any, ctx: "RunContext") -> Any:
         dst = _take(self.pools, len(indices) if indices is not None else len(x))
         if self.decoder:
@@ -283,6 +309,9 @@ class Step:
         if self.shared_code is not None:
             self.shared_code(self.shared)
             args.append(self.shared)
+        if getattr(self.code, "_ffcv_rs_context", False):
+            # ffcv_rs's batch-level built-ins (mixup) draw from the loader's seed and epoch.
+            return self.code(*args, context=(ctx.seed, ctx.epoch))
         return self.code(*args)
 
 
@@ -311,6 +340,7 @@ class NativeRun:
 
     with_indices = True  # the draws follow the samples' ids
     decoder = False
+    writes_input = False  # reads the batch, writes its own buffers
 
     def __init__(self, ops: Sequence[Any], state: State, batch_size: int, num_workers: int,
                  compile: bool):
@@ -394,7 +424,8 @@ class OutputPlan:
     def _make(self, views: Sequence[Any], indices: Any, torch: Any, seed: int,
               epoch: int) -> Any:
         x = None if self.native_index is None else self.hand.make(views[self.native_index], torch)
-        if self.steps and isinstance(x, np.ndarray) and not x.flags.writeable:
+        if self.steps and self.steps[0].writes_input and isinstance(x, np.ndarray) \
+                and not x.flags.writeable:
             # The Rust loader's memory is read-only to Python; FFCV's operations write into
             # their input, so the Python part starts from a copy in a reused buffer.
             if self.staging is None:

@@ -1,15 +1,17 @@
 """FFCV's transforms (``ffcv.transforms``) for ffcv_rs pipelines.
 
 ``NormalizeImage``, ``RandomHorizontalFlip``, ``Cutout``, ``RandomTranslate``,
-``Squeeze``, ``Convert`` and ``ReplaceLabel`` run in the Rust loader, fused and compiled
-with the decoder, on the worker threads, wherever they come before any operation of the
-user's. ``ToTensor``, ``ToTorchImage``, ``ToDevice`` and ``View`` only change how a batch is
-handed over. The others (``RandomResizedCrop``, ``ImageMixup``, ``LabelMixup``,
-``MixupToOneHot``, ``Poison``, ``RandomBrightness``, ``RandomContrast``,
-``RandomSaturation``), operations of the user's (FFCV's ``Operation`` protocol) and any
-Python callable run on the whole batch on the consumer's thread, compiled by numba when
-it is installed; so does every operation after them. ``docs/python.md`` lists which run
-where.
+``RandomResizedCrop``, ``RandomBrightness``, ``RandomContrast``, ``RandomSaturation``,
+``Poison``, ``Squeeze``, ``Convert`` and ``ReplaceLabel`` run in the Rust loader, fused and
+compiled with the decoder, on the worker threads, wherever they come before any
+operation of the user's (after one, natively on the whole batch). ``ToTensor``,
+``ToTorchImage``, ``ToDevice`` and ``View`` only change how a batch is handed over
+(``View`` runs in the loader when a built-in follows it). ``ImageMixup`` and
+``LabelMixup`` pair the samples of a batch: they run natively on the whole batch after
+the per-sample pipeline, as does ``MixupToOneHot`` on CPU tensors. Operations of the
+user's (FFCV's ``Operation`` protocol) and any Python callable run on the whole batch on
+the consumer's thread, compiled by numba when it is installed. ``docs/python.md`` lists
+which run where.
 """
 
 from .color_jitter import RandomBrightness, RandomContrast, RandomSaturation

@@ -2,10 +2,14 @@
 ``RandomContrast`` and ``RandomSaturation``, each applied with probability ``p`` and a
 factor uniform in ``[max(0, 1 - magnitude), 1 + magnitude]``, blending the image with
 black, its mean grey level, or its grey image (ITU-R 601 weights), clamped to 0..255.
-They run in Python (numba-compiled when numba is installed), after the Rust pipeline."""
+
+In a loader they run natively (``ffcv::transforms::colour``), per sample, with the draws
+(applied or not, the factor) a function of (seed, epoch, sample), so a resumed run
+repeats them. ``generate_code`` gives FFCV's NumPy code (numba-compiled when numba is
+installed), for code that drives the operation itself."""
 
 from dataclasses import replace
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -13,6 +17,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 
 __all__ = ["RandomBrightness", "RandomContrast", "RandomSaturation", "AllocationQuery",
            "Compiler", "Operation", "State"]
@@ -40,6 +45,9 @@ class _ColorOperation(Operation):
         return (replace(previous_state, jit_mode=True),
                 AllocationQuery(tuple(previous_state.shape), previous_state.dtype))
 
+    def _native_params(self) -> Dict[str, Any]:
+        return {"magnitude": self.magnitude, "p": self.p}
+
     def _code(self, adjust: Callable) -> Callable:
         loop = Compiler.get_iterator()
         p, m = self.p, self.magnitude
@@ -58,8 +66,11 @@ class _ColorOperation(Operation):
         return colour
 
 
+@native_protocol
 class RandomBrightness(_ColorOperation):
     """Scale the image towards black (factor < 1) or away from it."""
+
+    _native_name = "RandomBrightness"
 
     def generate_code(self) -> Callable:
         blend = Compiler.compile(_blend)
@@ -70,8 +81,11 @@ class RandomBrightness(_ColorOperation):
         return self._code(brighter)
 
 
+@native_protocol
 class RandomContrast(_ColorOperation):
     """Move the image towards its mean grey level (factor < 1) or away from it."""
+
+    _native_name = "RandomContrast"
 
     def generate_code(self) -> Callable:
         blend = Compiler.compile(_blend)
@@ -83,8 +97,11 @@ class RandomContrast(_ColorOperation):
         return self._code(contrasted)
 
 
+@native_protocol
 class RandomSaturation(_ColorOperation):
     """Move the image towards its grey image (factor < 1) or away from it."""
+
+    _native_name = "RandomSaturation"
 
     def generate_code(self) -> Callable:
         blend = Compiler.compile(_blend)

@@ -9,6 +9,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 
 __all__ = ["Cutout", "AllocationQuery", "Compiler", "Operation", "State"]
 
@@ -20,6 +21,7 @@ def check_fill(fill: Any) -> Tuple[int, int, int]:
     return values  # type: ignore[return-value]
 
 
+@native_protocol
 class Cutout(Operation):
     """Fill a ``crop_size`` square at a random place with ``fill`` (in place)."""
 

@@ -9,10 +9,12 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 
 __all__ = ["RandomHorizontalFlip", "AllocationQuery", "Compiler", "Operation", "State"]
 
 
+@native_protocol
 class RandomHorizontalFlip(Operation):
     """Flip each image left-right with probability ``flip_prob``. In the loader the draw
     is a function of (seed, epoch, sample); after an operation of the user's it is drawn

@@ -10,6 +10,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 from .ops import dtype_name
 
 __all__ = ["NormalizeImage", "ch_dtype_from_numpy", "AllocationQuery", "Compiler",
@@ -21,6 +22,7 @@ def ch_dtype_from_numpy(dtype: Any) -> Any:
     return torch_dtype(dtype)
 
 
+@native_protocol
 class NormalizeImage(Operation):
     """``(x - mean[c]) / std[c]`` per channel of ``uint8`` images, as ``type`` (float16,
     float32 or float64): each of the 256 values per channel computed in float64 and

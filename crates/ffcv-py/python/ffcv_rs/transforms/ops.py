@@ -166,7 +166,11 @@ class Convert(Operation):
 
 class View(Operation):
     """Reinterpret the output's bytes as ``target_dtype`` (``ndarray.view`` /
-    ``Tensor.view``), on the consumer's thread."""
+    ``Tensor.view``). At the end of a loader's native part it is a view of the batch the
+    loader hands over (no copy); followed by built-in transforms, it runs natively
+    (``ffcv::transforms::view``, the last axis rescaled by the item sizes)."""
+
+    _native_name = "View"
 
     def __init__(self, target_dtype: Any):
         super().__init__()
@@ -185,6 +189,9 @@ class View(Operation):
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
         return replace(previous_state, dtype=self.target_dtype, jit_mode=False), None
+
+    def _native_params(self) -> Dict[str, Any]:
+        return {"dtype": np.dtype(numpy_dtype(self.target_dtype)).name}
 
     def __repr__(self) -> str:
         return f"View({self.target_dtype!r})"

@@ -1,9 +1,11 @@
 """FFCV's ``RandomResizedCrop`` transform (``ffcv.transforms.random_resized_crop``): the
 crop of torchvision's rule, resized to ``size x size`` with ``INTER_AREA``, on decoded
-images. (Cropping in the decoder, ``RandomResizedCropRGBImageDecoder``, is faster.)"""
+images. In a loader it runs natively (``ffcv::transforms::resized_crop``), the box drawn
+from (seed, epoch, sample). (Cropping in the decoder, ``RandomResizedCropRGBImageDecoder``,
+is faster: it decodes only what the crop needs.)"""
 
 from dataclasses import replace
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -11,15 +13,19 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 from .utils import fast_crop
 
 __all__ = ["RandomResizedCrop", "AllocationQuery", "Compiler", "Operation", "State", "fast_crop"]
 
 
+@native_protocol
 class RandomResizedCrop(Operation):
     """Crop each image by torchvision's rule (area fraction in ``scale``, aspect ratio in
-    ``ratio``) and resize the crop to ``size x size``. Runs in Python (numba-compiled
-    when numba is installed), after the Rust pipeline."""
+    ``ratio``) and resize the crop to ``size x size`` (OpenCV's ``INTER_AREA``).
+    ``generate_code`` gives FFCV's NumPy code, for code that drives it itself."""
+
+    _native_name = "RandomResizedCrop"
 
     def __init__(self, scale: Tuple[float, float], ratio: Tuple[float, float], size: int):
         super().__init__()
@@ -49,6 +55,12 @@ class RandomResizedCrop(Operation):
         return random_resized_crop
 
     def declare_state_and_memory(self, previous_state: State) -> Tuple[State, Optional[AllocationQuery]]:
-        shape = (self.size, self.size, 3)
+        # FFCV's state says 3 channels; here the channels of what comes in, when known.
+        prev = previous_state.shape
+        channels = tuple(prev[2:]) if prev is not None and len(prev) == 3 else (3,)
+        shape = (self.size, self.size, *channels)
         return (replace(previous_state, jit_mode=True, shape=shape),
                 AllocationQuery(shape, previous_state.dtype))
+
+    def _native_params(self) -> Dict[str, Any]:
+        return {"scale": self.scale, "ratio": self.ratio, "size": self.size}

@@ -9,10 +9,12 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 
 __all__ = ["ReplaceLabel", "AllocationQuery", "Compiler", "Operation", "State"]
 
 
+@native_protocol
 class ReplaceLabel(Operation):
     """The label of every sample whose id is in ``indices`` becomes ``new_label``."""
 

@@ -9,11 +9,13 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_code import native_protocol
 from .cutout import check_fill
 
 __all__ = ["RandomTranslate", "AllocationQuery", "Compiler", "Operation", "State"]
 
 
+@native_protocol
 class RandomTranslate(Operation):
     """Shift each image by up to ``padding`` pixels each way; uncovered pixels get ``fill``."""
 
