@@ -123,6 +123,22 @@ impl DatasetWriter {
         source: &S,
         num_shards: u64,
     ) -> Result<Vec<ShardWritten>> {
+        self.write_shards_each(source, num_shards, &|_, _| {})
+    }
+
+    /// [`Self::write_shards`], calling `finished(k, file)` on the writing thread as soon
+    /// as shard `k`'s file is complete, while later shards are still being written: `file`
+    /// holds the shard's final bytes (its temporary file, renamed into place only when
+    /// every shard is written; with one shard, the file itself, already in place). So a
+    /// caller can start using a shard (upload it) early. Open `file` within the call: a
+    /// temporary file is renamed, or removed after a failure, once the write ends. Keep
+    /// the call short; it holds up the thread's next shard.
+    pub fn write_shards_each<S: SampleSource + ?Sized>(
+        &self,
+        source: &S,
+        num_shards: u64,
+        finished: &(dyn Fn(u64, &Path) + Sync),
+    ) -> Result<Vec<ShardWritten>> {
         let num_samples = source.num_samples();
         if num_shards == 0 || (num_shards > 1 && num_shards > num_samples) {
             return Err(Error::InvalidConfig {
@@ -136,6 +152,7 @@ impl DatasetWriter {
         }
         if num_shards == 1 {
             let summary = self.write(source)?;
+            finished(0, &self.path);
             return Ok(vec![ShardWritten {
                 path: self.path.clone(),
                 samples: 0..num_samples,
@@ -185,7 +202,10 @@ impl DatasetWriter {
                             writer.write_unrenamed(&part)
                         }));
                         let outcome = match run {
-                            Ok(Ok((summary, tmp))) => Outcome::Written(summary, tmp),
+                            Ok(Ok((summary, tmp))) => {
+                                finished(k as u64, &tmp);
+                                Outcome::Written(summary, tmp)
+                            }
                             Ok(Err(e)) => Outcome::Failed(e),
                             Err(panic) => Outcome::Panicked(panic),
                         };

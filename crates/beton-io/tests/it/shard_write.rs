@@ -274,3 +274,79 @@ fn progress_counts_the_whole_job_and_only_increases() {
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
     assert_eq!(seen.last(), Some(&50));
 }
+
+#[test]
+fn each_finished_shard_is_handed_over_with_its_final_bytes_before_the_set_is_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("train.beton");
+    // One thread: shards are written one after another, so shard k is handed over while
+    // shards k+1.. are not written yet.
+    let seen: Mutex<Vec<(u64, Vec<u8>, Vec<String>)>> = Mutex::new(Vec::new());
+    let written = DatasetWriter::new(&out, fields())
+        .unwrap()
+        .with_page_size(PAGE)
+        .unwrap()
+        .with_num_workers(1)
+        .write_shards_each(&from_fn(10, |i| Ok(sample(i))), 3, &|k, file| {
+            let bytes = std::fs::read(file).unwrap();
+            seen.lock()
+                .unwrap()
+                .push((k, bytes, dir_names(file.parent().unwrap())));
+        })
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [0, 1, 2]);
+    for ((k, bytes, names), shard) in seen.iter().zip(&written) {
+        // The bytes handed over are the shard's final file.
+        assert_eq!(*bytes, std::fs::read(&shard.path).unwrap(), "shard {k}");
+        // No shard is in place yet (only temporary files), and later shards have not
+        // started.
+        assert!(
+            names.iter().all(|n| !n.ends_with(".beton")),
+            "shard {k}: {names:?}"
+        );
+        assert_eq!(names.len(), *k as usize + 1, "shard {k}: {names:?}");
+    }
+    // One shard: the file itself, in place.
+    let one = dir.path().join("one.beton");
+    let calls: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
+    DatasetWriter::new(&one, fields())
+        .unwrap()
+        .with_num_workers(1)
+        .write_shards_each(&from_fn(4, |i| Ok(sample(i))), 1, &|k, file| {
+            calls.lock().unwrap().push((k, file.to_path_buf()));
+        })
+        .unwrap();
+    assert_eq!(calls.into_inner().unwrap(), [(0, one)]);
+}
+
+#[test]
+fn after_a_failing_shard_the_handed_over_files_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("train.beton");
+    let handed: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let err = DatasetWriter::new(&out, fields())
+        .unwrap()
+        .with_page_size(PAGE)
+        .unwrap()
+        .with_num_workers(1)
+        .write_shards_each(
+            &from_fn(9, |i| {
+                if i == 7 {
+                    Err(SourceError::from("sample 7 is unreadable"))
+                } else {
+                    Ok(sample(i))
+                }
+            }),
+            3,
+            &|k, _| handed.lock().unwrap().push(k),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Shard { shard: 2, .. }), "{err}");
+    assert_eq!(handed.into_inner().unwrap(), [0, 1]);
+    assert!(
+        dir_names(dir.path()).is_empty(),
+        "{:?}",
+        dir_names(dir.path())
+    );
+}
