@@ -58,44 +58,11 @@ pub enum CliError {
         reason: String,
     },
 
-    /// `ffcv write webdataset`: a shard cannot be read, or a record cannot be converted.
-    #[error("{path}: {reason}")]
-    WebDataset {
-        /// The shard.
-        path: PathBuf,
-        /// What is wrong (with the record's key where one is at fault).
-        reason: String,
-    },
-
-    /// An object in storage (`s3://`, …) could not be fetched or uploaded.
-    #[error("{url}: {reason}")]
-    Remote {
-        /// The object's URL.
-        url: String,
-        /// What went wrong.
-        reason: String,
-    },
-
-    /// A local file could not be created or written (the staging directory of remote
-    /// inputs and outputs).
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
-
-    /// `ffcv write parquet`, `arrow`, `tfrecord`: an input file cannot be read, or a
-    /// record cannot be converted.
-    #[error("{path}: {reason}")]
-    Input {
-        /// The input file.
-        path: PathBuf,
-        /// What is wrong (with the record where one is at fault).
-        reason: String,
-    },
+    /// `ffcv write webdataset|parquet|arrow|tfrecord` and object storage: an input
+    /// cannot be read, a record cannot be converted, an object cannot be fetched or
+    /// uploaded, a staging file cannot be written ([`ffcv_ingest::Error`]'s message).
+    #[error(transparent)]
+    Ingest(ffcv_ingest::Error),
 
     /// The loader (`ffcv dump --decoder`) could not be built or failed to decode a sample.
     #[error(transparent)]
@@ -113,6 +80,18 @@ pub enum CliError {
     /// The options given do not fit together (exit status 2, like clap's usage errors).
     #[error("{0}")]
     Usage(String),
+}
+
+impl From<ffcv_ingest::Error> for CliError {
+    /// A conversion's usage error stays a usage error (exit status 2), and a writer's
+    /// error a [`CliError::Beton`]; the rest keep their message.
+    fn from(err: ffcv_ingest::Error) -> Self {
+        match err {
+            ffcv_ingest::Error::Usage(reason) => CliError::Usage(reason),
+            ffcv_ingest::Error::Beton(err) => CliError::Beton(err),
+            other => CliError::Ingest(other),
+        }
+    }
 }
 
 /// The `Result` of a command.

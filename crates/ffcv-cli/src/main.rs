@@ -4,26 +4,17 @@
 //! Exit status: 0 on success, 1 on a runtime error (one line on stderr, `ffcv: error: ...`,
 //! naming the file and what is wrong), 2 on a usage error (clap's message).
 
-mod arrow_cells;
-mod arrow_input;
 mod byte_size;
 mod cache_args;
 mod commands;
 mod dataset_args;
 mod error;
-mod jpeg_passthrough;
 mod loader_args;
 mod mix_args;
 mod numeric_flags;
-mod object_io;
-mod parquet_input;
 mod pipeline_args;
 mod process_counters;
 mod state_file;
-mod table_fields;
-mod tfrecord;
-mod webdataset;
-mod webdataset_fields;
 
 use std::error::Error as StdError;
 use std::io::ErrorKind;
@@ -86,9 +77,11 @@ fn main() -> ExitCode {
         // slot_stage, page loads) prints its busy and idle time: the loader's timeline.
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
+    // Fetched inputs and outputs not uploaded (`ffcv write` with URLs) go when the hold
+    // is dropped, after the command.
+    let staged = ffcv_ingest::object_io::Staged::hold();
     let result = run(&cli);
-    // Fetched inputs and outputs not uploaded (`ffcv write` with URLs) go.
-    object_io::remove_staging();
+    drop(staged);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // `ffcv dump FILE | head` closes the pipe early: that is the reader's choice, not an error.

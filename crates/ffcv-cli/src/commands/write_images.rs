@@ -7,19 +7,20 @@
 //! `PIL.Image.open(p).convert("RGB")` ([`ImageFolder`]); `--skip-unreadable` skips the ones
 //! that fail instead of stopping, and lists them. Images are
 //! encoded as FFCV's `RGBImageField(write_mode, max_resolution, smart_threshold,
-//! jpeg_quality, compress_probability)` does ([`RgbImageEncoder`]), on every core by
+//! jpeg_quality, compress_probability)` does (`ffcv::image::RgbImageEncoder`), on every core by
 //! default; the fields are `image` (RGBImageField) and `label` (IntField), FFCV's layout.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use beton_io::{FieldSpec, FieldType, FieldValue, from_fn};
-use ffcv::image::{FolderError, ImageError, ImageFolder, ImageMode, RgbImageEncoder, WriteMode};
+use ffcv::image::{FolderError, ImageError, ImageFolder, ImageMode};
+use ffcv_ingest::WriteModeName;
+use ffcv_ingest::jpeg_passthrough::{ImageStore, StoreError};
 
 use super::write_output::{WriteTarget, print_shards, progress_bar, written};
 use crate::byte_size::parse_byte_size;
 use crate::error::{CliError, Result};
-use crate::jpeg_passthrough::{ImageStore, StoreError};
 
 /// FFCV's `write_mode` on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,53 +152,30 @@ fn folder_error(err: FolderError) -> CliError {
     CliError::ImageFolder { path, reason }
 }
 
-/// The encoder the options describe (a usage error when they do not fit together).
-pub fn encoder(args: &ImageOptions) -> Result<RgbImageEncoder> {
-    let write_mode = match args.write_mode {
-        WriteModeArg::Raw => WriteMode::Raw,
-        WriteModeArg::Jpg => WriteMode::Jpg,
-        WriteModeArg::Smart => WriteMode::Smart {
-            threshold: args.smart_threshold,
-        },
-        WriteModeArg::Proportion => {
-            if !(0.0..=1.0).contains(&args.compress_probability) {
-                return Err(CliError::Usage(format!(
-                    "--compress-probability {} is not in [0, 1]",
-                    args.compress_probability
-                )));
-            }
-            WriteMode::Proportion {
-                compress_probability: args.compress_probability,
-            }
+impl ImageOptions {
+    /// The conversion library's image options: the same values.
+    pub fn options(&self) -> ffcv_ingest::ImageOptions {
+        ffcv_ingest::ImageOptions {
+            write_mode: match self.write_mode {
+                WriteModeArg::Raw => WriteModeName::Raw,
+                WriteModeArg::Jpg => WriteModeName::Jpg,
+                WriteModeArg::Smart => WriteModeName::Smart,
+                WriteModeArg::Proportion => WriteModeName::Proportion,
+            },
+            max_resolution: self.max_resolution,
+            jpeg_quality: self.jpeg_quality,
+            smart_threshold: self.smart_threshold,
+            compress_probability: self.compress_probability,
+            seed: self.seed,
+            jpeg_passthrough: self.jpeg_passthrough,
         }
-    };
-    if args.smart_threshold.is_some() && args.write_mode != WriteModeArg::Smart {
-        return Err(CliError::Usage(
-            "--smart-threshold applies to --write-mode smart".into(),
-        ));
     }
-    Ok(RgbImageEncoder {
-        write_mode,
-        max_resolution: args.max_resolution,
-        jpeg_quality: args.jpeg_quality,
-    })
 }
 
-/// The image store the options describe: [`encoder`] with `--seed` and
-/// `--jpeg-passthrough` (a usage error with `--write-mode raw`, which stores no JPEG).
+/// The image store the options describe (a usage error when they do not fit together,
+/// or with `--jpeg-passthrough` and `--write-mode raw`, which stores no JPEG).
 pub fn image_store(args: &ImageOptions) -> Result<ImageStore> {
-    if args.jpeg_passthrough && args.write_mode == WriteModeArg::Raw {
-        return Err(CliError::Usage(
-            "--jpeg-passthrough applies to --write-mode jpg, smart or proportion (raw stores \
-             no JPEG)"
-                .into(),
-        ));
-    }
-    Ok(ImageStore::new(
-        encoder(args)?,
-        args.seed,
-        args.jpeg_passthrough,
-    ))
+    Ok(args.options().image_store()?)
 }
 
 /// `" (N stored unchanged)"` with `--jpeg-passthrough`, else nothing.
@@ -303,10 +281,11 @@ pub fn image_folder(args: &ImageFolderArgs) -> Result<()> {
         for u in skipped {
             println!("  {}: {}", u.path.display(), u.error);
         }
-        crate::object_io::write_skip_report(
+        let report = ffcv_ingest::object_io::write_skip_report(
             &args.target.shards.writer_path(&args.out),
             folder.report_json().as_bytes(),
         )?;
+        println!("listed in {report}");
     }
     Ok(())
 }

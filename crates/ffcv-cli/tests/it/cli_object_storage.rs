@@ -2,10 +2,12 @@
 //! shards named by a `prefix*suffix` URL or a brace list convert to shards uploaded under
 //! OUT's prefix, byte for byte those of the same write from and to local files; a corrupt
 //! input is an error naming its URL and leaves no object under OUT, or with
-//! `--skip-unreadable` is listed by its URL in a skip report uploaded beside OUT; the
-//! staging directory is removed. Skips, saying why, when moto cannot be started (`.ci/run` installs it).
+//! `--skip-unreadable` is listed by its URL in a skip report uploaded beside OUT; a
+//! sharded write whose last shard fails after the first ones were uploaded (each is
+//! uploaded as soon as it is written) deletes them, so no shard of the failed set is left;
+//! the staging directory is removed. Skips, saying why, when moto cannot be started (`.ci/run` installs it).
 
-use crate::cli_webdataset::generated_shards;
+use crate::cli_webdataset::{generated_shards, tar};
 
 use std::io::Read;
 use std::path::Path;
@@ -230,6 +232,98 @@ fn webdataset_shards_in_s3_convert_to_shards_in_s3_as_local_files_do() {
                 "{report}"
             );
             assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+            // Shards are uploaded as each is written (one thread: shard 0, then 1, then
+            // 2); the last fails on its record `k8`, after shards 0 and 1 were handed over
+            // for upload. The write fails naming the record, and leaves no shard.
+            let labels = dir.path().join("labels.tar");
+            let members: Vec<(String, Vec<u8>)> = (0..9)
+                .map(|i| {
+                    let cls = if i == 8 {
+                        "eight".to_owned()
+                    } else {
+                        i.to_string()
+                    };
+                    (format!("k{i}.cls"), cls.into_bytes())
+                })
+                .collect();
+            tar(&labels, &members);
+            moto.put(
+                "inputs",
+                "late/labels.tar",
+                &std::fs::read(&labels).unwrap(),
+            );
+            let run = ffcv(
+                tmp.path(),
+                &[
+                    "write",
+                    "webdataset",
+                    "s3://inputs/late/labels.tar",
+                    "s3://outputs/late/train.beton",
+                    "--field",
+                    "label=cls:int",
+                    "--shards",
+                    "3",
+                    "--workers",
+                    "1",
+                ],
+            );
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert_eq!(run.status.code(), Some(1), "{stderr}");
+            assert!(
+                stderr.contains(
+                    "s3://outputs/late/train-00002-of-00003.beton: sample source failed at \
+                     sample 2: s3://inputs/late/labels.tar: record `k8`"
+                ),
+                "{stderr}"
+            );
+            assert!(
+                list_prefix_ending("s3://outputs/late/", ".beton", &RemoteConfig::default())
+                    .unwrap()
+                    .is_empty()
+            );
+            assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+            // The same set without the bad record: all three shards, each the bytes of
+            // the local write.
+            tar(&labels, &members[..8]);
+            moto.put(
+                "inputs",
+                "late/labels.tar",
+                &std::fs::read(&labels).unwrap(),
+            );
+            let args = |out: &str| {
+                vec![
+                    "write".to_owned(),
+                    "webdataset".to_owned(),
+                    "s3://inputs/late/labels.tar".to_owned(),
+                    out.to_owned(),
+                    "--field".to_owned(),
+                    "label=cls:int".to_owned(),
+                    "--shards".to_owned(),
+                    "3".to_owned(),
+                    "--workers".to_owned(),
+                    "1".to_owned(),
+                ]
+            };
+            let local = dir.path().join("late.beton").display().to_string();
+            for out in ["s3://outputs/late/train.beton", local.as_str()] {
+                let args = args(out);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let run = ffcv(tmp.path(), &args);
+                assert!(
+                    run.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+            }
+            for k in 0..3 {
+                let name = format!("-{k:05}-of-00003.beton");
+                assert!(
+                    object(&format!("s3://outputs/late/train{name}"))
+                        == std::fs::read(dir.path().join(format!("late{name}"))).unwrap(),
+                    "shard {k}"
+                );
+            }
 
             // A missing object and an HTTP OUT are one-line errors.
             let run = ffcv(

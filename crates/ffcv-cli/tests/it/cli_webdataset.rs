@@ -61,7 +61,7 @@ fn npy(values: &[f32], shape: &str) -> Vec<u8> {
 }
 
 /// Writes a tar file of `members` (name, bytes) in order.
-fn tar(path: &Path, members: &[(String, Vec<u8>)]) {
+pub(crate) fn tar(path: &Path, members: &[(String, Vec<u8>)]) {
     let mut builder = tar::Builder::new(std::fs::File::create(path).unwrap());
     for (name, bytes) in members {
         let mut header = tar::Header::new_ustar();

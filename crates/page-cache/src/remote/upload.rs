@@ -3,7 +3,8 @@
 //! part arrived. Until the commit the store shows no object under the key (S3's
 //! `CompleteMultipartUpload`, GCS's and Azure's block commit), so an upload that fails or
 //! is interrupted leaves nothing that looks like a finished file; a failed upload is
-//! aborted, which frees its parts.
+//! aborted, which frees its parts. [`delete`] removes an object (the shards a failed
+//! sharded write had already committed).
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -112,6 +113,29 @@ pub fn upload_from(
     };
     tracing::debug!(url, bytes, parts = stats.parts, ?stats.elapsed, "uploaded object");
     Ok(stats)
+}
+
+/// Deletes the object at `url` (a shard a failed write had already committed, so that the
+/// failure leaves no part of the set behind). Deleting an object that is not there is no
+/// error (S3's rule).
+pub fn delete(url: &str, config: &RemoteConfig) -> io::Result<()> {
+    let Some(kind) = remote_kind(url).filter(|k| *k != SourceKind::Http) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{url}: deletes go to s3://, gs:// or az:// URLs"),
+        ));
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (store, location) = connect(url, kind, config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(store.delete(&location));
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    match result {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(io::Error::other(format!("delete {url}: {e}"))),
+    }
 }
 
 /// Fills `buf` from `reader` as far as it goes; fewer bytes only at its end.

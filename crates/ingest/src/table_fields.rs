@@ -32,7 +32,7 @@ use beton_io::{
 };
 use ffcv::image::{ImageMode, read_image_bytes};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::jpeg_passthrough::{ImageStore, StoreError};
 
 /// One value of a record's column, as the source holds it.
@@ -137,8 +137,8 @@ pub trait Table: Sync {
 }
 
 /// The error of input file `path`, for the command line (exit status 1).
-pub fn input_error(path: &Path, reason: impl Into<String>) -> CliError {
-    CliError::Input {
+pub fn input_error(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Input {
         // A fetched object is named by its URL, not its staging copy.
         path: std::path::PathBuf::from(crate::object_io::display_name(path)),
         reason: reason.into(),
@@ -207,7 +207,7 @@ impl FieldMap {
     pub fn parse(text: &str) -> Result<FieldMap> {
         let bad = |why: &str| {
             let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "--field {text}: {why} (expected NAME=COLUMN:KIND, KIND one of {})",
                 kinds.join(", ")
             ))
@@ -502,7 +502,11 @@ impl Converter<'_> {
     ) -> std::result::Result<(Vec<FieldValue>, Option<ImageMode>), String> {
         let context = |reason: String| {
             let (path, _, place) = self.table.locate(record);
-            format!("{}: {place}: {reason}", path.display())
+            // A fetched file is named by its URL, not its staging copy.
+            format!(
+                "{}: {place}: {reason}",
+                crate::object_io::display_name(path)
+            )
         };
         let columns: Vec<&str> = self.maps.iter().map(|m| m.column.as_str()).collect();
         let cells = self.table.cells(record, &columns).map_err(context)?;

@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// Most names one brace list may stand for, so that `{0..99999999999}` is refused
 /// instead of filling memory.
@@ -77,8 +77,8 @@ pub struct Shards {
 }
 
 /// The error of shard `path`, for the command line (exit status 1).
-pub fn shard_error(path: &Path, reason: impl Into<String>) -> CliError {
-    CliError::WebDataset {
+pub fn shard_error(path: &Path, reason: impl Into<String>) -> Error {
+    Error::WebDataset {
         // A fetched object is named by its URL, not its staging copy.
         path: PathBuf::from(crate::object_io::display_name(path)),
         reason: reason.into(),
@@ -98,7 +98,7 @@ pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
     let mut urls = BTreeSet::new();
     for input in inputs {
         let names = expand_braces(input)
-            .map_err(|reason| CliError::Usage(format!("input `{input}`: {reason}")))?;
+            .map_err(|reason| Error::Usage(format!("input `{input}`: {reason}")))?;
         for name in names {
             if crate::object_io::is_remote(&name) {
                 urls.extend(crate::object_io::expand_remote(&name)?);
@@ -109,7 +109,7 @@ pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
                 out.insert(PathBuf::from(name));
                 continue;
             }
-            let bad = |reason: String| CliError::Usage(format!("input `{name}`: {reason}"));
+            let bad = |reason: String| Error::Usage(format!("input `{name}`: {reason}"));
             let matches = glob::glob(&name).map_err(|e| bad(format!("bad pattern: {e}")))?;
             let mut any = false;
             for m in matches {
@@ -123,7 +123,7 @@ pub fn expand_inputs(inputs: &[String]) -> Result<Vec<PathBuf>> {
         }
     }
     if out.is_empty() && urls.is_empty() {
-        return Err(CliError::Usage("no input shards given".into()));
+        return Err(Error::Usage("no input shards given".into()));
     }
     // Objects are fetched whole before any is read (the readers reach members at
     // random), in URL order, after the local files.

@@ -13,7 +13,7 @@
 use beton_io::{FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs, NumpyDtype};
 use ffcv::image::{ImageMode, read_image_bytes};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::jpeg_passthrough::{ImageStore, StoreError};
 use crate::webdataset::{Record, Shards};
 
@@ -77,7 +77,7 @@ impl FieldMap {
     /// Parses `NAME=EXT:KIND` (a usage error otherwise).
     pub fn parse(text: &str) -> Result<FieldMap> {
         let bad = |why: &str| {
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "--field {text}: {why} (expected NAME=EXT:KIND, KIND one of image, int, json, \
                  array, bytes)"
             ))
@@ -180,7 +180,8 @@ impl Converter<'_> {
         let context = |reason: String| {
             format!(
                 "{}: record `{}`: {reason}",
-                self.shards.path_of(record).display(),
+                // A fetched shard is named by its URL, not its staging copy.
+                crate::object_io::display_name(self.shards.path_of(record)),
                 record.key
             )
         };
