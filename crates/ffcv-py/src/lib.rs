@@ -11,7 +11,9 @@
 //!   stream handshake for batches staged on a GPU; the two `unsafe` modules) and keeps
 //!   the batch alive, so a slot returns to the loader only when the last
 //!   array or tensor viewing it is garbage-collected.
-//! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable.
+//! - [`writer::write_dataset`] runs beton-io's `DatasetWriter` over a Python callable;
+//!   [`ingest::ingest`] runs `ffcv_ingest`'s conversions (WebDataset, Parquet, Arrow,
+//!   TFRecord), as `ffcv write` does.
 //! - [`file::check_file`] validates a file for `ffcv_rs.reader.Reader`; [`image`] has
 //!   the writer's JPEG encoder and resize for `ffcv_rs.fields.rgb_image`.
 //! - [`kernels::BatchTransforms`] runs built-in transforms on a batch the Python part of
@@ -37,6 +39,7 @@ pub mod errors;
 pub mod file;
 pub mod fork;
 pub mod image;
+pub mod ingest;
 pub mod kernels;
 pub mod loader;
 pub mod mixture;
@@ -60,6 +63,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::OutputView>()?;
     m.add_class::<kernels::BatchTransforms>()?;
     m.add_function(wrap_pyfunction!(writer::write_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::ingest, m)?)?;
     m.add_function(wrap_pyfunction!(file::check_file, m)?)?;
     m.add_function(wrap_pyfunction!(image::encode_jpeg, m)?)?;
     m.add_function(wrap_pyfunction!(image::downscale, m)?)?;

@@ -112,6 +112,26 @@ def write_dataset(
     progress: Optional[Callable[[int], None]] = None,
 ) -> Tuple[int, int, int]: ...
 
+def ingest(
+    format: str,
+    inputs: List[str],
+    out: str,
+    fields: List[str],
+    write_mode: str,
+    max_resolution: Optional[int],
+    jpeg_quality: int,
+    smart_threshold: Optional[int],
+    compress_probability: float,
+    seed: int,
+    jpeg_passthrough: bool,
+    skip_unreadable: bool,
+    num_workers: int,
+    page_size: int,
+    shards: int,
+    shard_index: Optional[int],
+    progress: Optional[Callable[[str, int, int], None]] = None,
+) -> Dict[str, Any]: ...
+
 class BatchTransforms:
     """Built-in transforms run natively on a batch of the Python part of a pipeline."""
 

@@ -1,8 +1,9 @@
 """Exceptions raised by ffcv_rs. Messages are the Rust loader's, unchanged."""
 
-from typing import Optional
+from typing import Optional, Union
 
-__all__ = ["FFCVError", "BadFileError", "ConfigError", "DecodeError", "ImageSizeError"]
+__all__ = ["FFCVError", "BadFileError", "ConfigError", "DecodeError", "ImageSizeError",
+           "InputError"]
 
 
 class FFCVError(Exception):
@@ -29,3 +30,17 @@ class DecodeError(FFCVError):
         super().__init__(message)
         self.field = field
         self.sample = sample
+
+
+class InputError(FFCVError):
+    """An input of a conversion (``ffcv_rs.writer.write_webdataset``, ``write_parquet``,
+    ``write_arrow``, ``write_tfrecord``) cannot be read, or one of its records cannot be
+    converted. ``path`` names the input (its URL when it was fetched from object storage),
+    ``record`` the record: a WebDataset key (``str``) or its row or record number in the
+    file (``int``), ``None`` when the input as a whole is at fault."""
+
+    def __init__(self, message: str, path: Optional[str] = None,
+                 record: Union[str, int, None] = None):
+        super().__init__(message)
+        self.path = path
+        self.record = record

@@ -4,6 +4,11 @@
 every ``i`` (each item a tuple with one value per field, in the order of ``fields``);
 ``from_webdataset(shards, pipeline)`` writes the samples of WebDataset shards.
 
+``write_webdataset``, ``write_parquet``, ``write_arrow`` and ``write_tfrecord`` (ffcv-rs
+additions) convert WebDataset shards, Parquet, Arrow IPC and TFRecord files natively:
+the code of ``ffcv write webdataset|parquet|arrow|tfrecord``, with the same options and
+the same output, run without the GIL (docs/writing.md).
+
 The dataset is read by the calling thread alone, in order: ``dataset[i]`` is never called
 from two threads at once, so a ``__getitem__`` that seeds and draws from NumPy's global
 generator (or uses any other global state) writes exactly what it returns. The Rust writer
@@ -28,7 +33,9 @@ contiguously, in the order made.
 import os
 import secrets
 import sys
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field as dataclass_field
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 
@@ -36,7 +43,8 @@ from . import _native
 from .fields import (BytesField, Field, FloatField, ImageField, IntField, JSONField,
                      NDArrayField, RGBImageField, TorchTensorField, VarArrayField)
 
-__all__ = ["DatasetWriter"]
+__all__ = ["DatasetWriter", "WriteResult", "write_webdataset", "write_parquet", "write_arrow",
+           "write_tfrecord"]
 
 MIN_PAGE_SIZE = 1 << 21  # FFCV's limits on page_size: a power of two in [2 MiB, 4 GiB)
 MAX_PAGE_SIZE = 1 << 32
@@ -315,3 +323,205 @@ _WRITER = "DatasetWriter.from_indexed_dataset / from_webdataset write in Rust: c
 handle_sample = _unsupported_function("ffcv.writer.handle_sample", _WRITER)
 worker_job_indexed_dataset = _unsupported_function("ffcv.writer.worker_job_indexed_dataset", _WRITER)
 worker_job_webdataset = _unsupported_function("ffcv.writer.worker_job_webdataset", _WRITER)
+
+
+@dataclass
+class WriteResult:
+    """What a native conversion (``write_webdataset`` & co.) did."""
+
+    #: The fields, in file order: name -> ``"SOURCE:KIND"`` (``{"image": "jpg:image"}``),
+    #: inferred or as given; pass it back as ``fields=`` to repeat the conversion.
+    fields: Dict[str, str]
+    #: Columns inference left out, with the reason (Parquet, Arrow, TFRecord).
+    left_out: List[Tuple[str, str]]
+    #: The input files (URLs for objects), in the order read.
+    inputs: List[str]
+    #: Records in the inputs, before any was skipped.
+    records: int
+    #: The files written (URLs for uploaded shards).
+    files: List[str]
+    #: Each file's samples as ``(start, end)`` of the whole set.
+    samples: List[Tuple[int, int]]
+    #: Records left out with ``skip_unreadable``: dicts of ``input``, ``record`` (a key or
+    #: a row number as text; ``None`` for an input's broken tail) and ``error``.
+    skipped: List[Dict[str, Optional[str]]]
+    #: Where the skip report went (``OUT.skipped.json``), with ``skip_unreadable``.
+    skip_report: Optional[str]
+    #: The first image field's images stored raw, as JPEG, and as the source's bytes.
+    images: Dict[str, int] = dataclass_field(default_factory=dict)
+    #: The lines ``ffcv write`` prints for the same conversion.
+    lines: List[str] = dataclass_field(default_factory=list)
+
+
+def _field_flags(fields: Union[None, Mapping[str, str], Iterable[str]]) -> List[str]:
+    """The mapping as ``NAME=SOURCE:KIND`` strings: a dict ``{name: "SOURCE:KIND"}`` or
+    the strings themselves; ``None`` infers the fields."""
+    if fields is None:
+        return []
+    if isinstance(fields, str):
+        raise TypeError("fields: a dict {name: 'SOURCE:KIND'} or a list of "
+                        "'NAME=SOURCE:KIND' strings, not one string")
+    if isinstance(fields, Mapping):
+        out = []
+        for name, source in fields.items():
+            if not isinstance(name, str) or not isinstance(source, str):
+                raise TypeError(f"fields: {name!r}: {source!r}: names and sources are strings "
+                                "('label': 'cls:int')")
+            out.append(f"{name}={source}")
+        return out
+    out = list(fields)
+    for flag in out:
+        if not isinstance(flag, str):
+            raise TypeError(f"fields: {flag!r} is not a 'NAME=SOURCE:KIND' string")
+    return out
+
+
+class _Counts:
+    """``progress=True``: one ``_Progress`` per count (records checked, records)."""
+
+    def __init__(self):
+        self.unit = None
+        self.bar = None
+
+    def __call__(self, unit: str, done: int, total: int) -> None:
+        if unit != self.unit:
+            self.close()
+            self.unit = unit
+            self.bar = _Progress(total, True)
+        self.bar(done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _ingest(format: str, inputs: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]],
+            out: Union[str, os.PathLike], fields, write_mode: str,
+            max_resolution: Optional[int], jpeg_quality: int, smart_threshold: Optional[int],
+            compress_probability: float, seed: int, jpeg_passthrough: bool,
+            skip_unreadable: bool, num_workers: Optional[int], page_size: int, shards: int,
+            shard_index: Optional[int], progress) -> WriteResult:
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    inputs = [os.fspath(i) for i in inputs]
+    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 1):
+        raise ValueError(f"num_workers={num_workers!r}: give a number of threads >= 1, or None "
+                         "for one per CPU")
+    if not isinstance(shards, int) or shards < 1:
+        raise ValueError(f"shards={shards!r}: give a number of files >= 1")
+    if shard_index is not None and (not isinstance(shard_index, int) or shard_index < 0):
+        raise ValueError(f"shard_index={shard_index!r}: give a shard number >= 0, or None")
+    counts = None
+    if progress is True:
+        counts = _Counts()
+        progress = counts
+    elif progress is False or progress is None:
+        progress = None
+    elif not callable(progress):
+        raise TypeError("progress: True, False, or a function progress(unit, done, total)")
+    try:
+        got = _native.ingest(format, inputs, os.fspath(out), _field_flags(fields), write_mode,
+                             max_resolution, jpeg_quality, smart_threshold,
+                             compress_probability, seed, jpeg_passthrough, skip_unreadable,
+                             num_workers or 0, page_size, shards, shard_index, progress)
+    finally:
+        if counts is not None:
+            counts.close()
+    raw, jpg, unchanged = got["images"]
+    return WriteResult(
+        fields=dict(got["fields"]), left_out=[tuple(x) for x in got["left_out"]],
+        inputs=list(got["inputs"]), records=got["records"],
+        files=[f["path"] for f in got["files"]],
+        samples=[tuple(f["samples"]) for f in got["files"]], skipped=list(got["skipped"]),
+        skip_report=got["skip_report"], images={"raw": raw, "jpg": jpg, "unchanged": unchanged},
+        lines=list(got["lines"]))
+
+
+_OPTIONS_DOC = """
+    ``inputs`` is a path, a glob pattern (``"data/*.tar"``), a brace list
+    (``"shard-{000..009}.tar"``) or an object URL (``"s3://bucket/train-*.tar"``), or a list
+    of them: expanded and sorted byte-wise, each file read once. ``out`` is the ``.beton``
+    file (or the name shards are named after), a path or an ``s3://``, ``gs://``, ``az://``
+    URL (each shard uploaded as soon as it is written). ``fields`` maps fields to sources,
+    in file order: a dict ``{"image": "jpg:image", "label": "cls:int"}`` or a list of
+    ``"NAME=SOURCE:KIND"`` strings (``ffcv write``'s ``--field``); ``None`` infers them from
+    the first record (``WriteResult.fields`` says what was used).
+
+    The options are ``ffcv write``'s flags: ``write_mode`` (``"raw"``, ``"jpg"``,
+    ``"smart"``, ``"proportion"``), ``max_resolution``, ``jpeg_quality``,
+    ``smart_threshold``, ``compress_probability``, ``seed`` (of the ``proportion`` draws),
+    ``jpeg_passthrough`` (a JPEG that needs no change is stored as its bytes),
+    ``skip_unreadable`` (records that cannot be converted are left out, listed in the
+    result and in ``OUT.skipped.json``, instead of raising), ``num_workers`` (writer
+    threads; ``None``: one per CPU), ``page_size``, ``shards`` (N files written in
+    parallel) and ``shard_index`` (only shard I of the N). ``progress``: ``True`` for a bar
+    on stderr, or a function ``progress(unit, done, total)`` called on this thread.
+
+    The conversion runs natively with the GIL released, and writes the bytes ``ffcv write``
+    writes from the same inputs and options. A record that cannot be converted raises
+    ``ffcv_rs.errors.InputError`` naming the input (``.path``) and the record
+    (``.record``: a WebDataset key, or a row number); options that do not fit raise
+    ``ConfigError`` (a ``ValueError``). Returns a ``WriteResult``.
+"""
+
+
+def write_webdataset(inputs, out, fields=None, *, write_mode: str = "raw",
+                     max_resolution: Optional[int] = None, jpeg_quality: int = 90,
+                     smart_threshold: Optional[int] = None, compress_probability: float = 0.5,
+                     seed: int = 0, jpeg_passthrough: bool = False,
+                     skip_unreadable: bool = False, num_workers: Optional[int] = None,
+                     page_size: int = 1 << 23, shards: int = 1,
+                     shard_index: Optional[int] = None, progress=False) -> WriteResult:
+    return _ingest("webdataset", inputs, out, fields, write_mode, max_resolution,
+                   jpeg_quality, smart_threshold, compress_probability, seed, jpeg_passthrough,
+                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+
+
+def write_parquet(inputs, out, fields=None, *, write_mode: str = "raw",
+                  max_resolution: Optional[int] = None, jpeg_quality: int = 90,
+                  smart_threshold: Optional[int] = None, compress_probability: float = 0.5,
+                  seed: int = 0, jpeg_passthrough: bool = False, skip_unreadable: bool = False,
+                  num_workers: Optional[int] = None, page_size: int = 1 << 23, shards: int = 1,
+                  shard_index: Optional[int] = None, progress=False) -> WriteResult:
+    return _ingest("parquet", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
+                   smart_threshold, compress_probability, seed, jpeg_passthrough,
+                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+
+
+def write_arrow(inputs, out, fields=None, *, write_mode: str = "raw",
+                max_resolution: Optional[int] = None, jpeg_quality: int = 90,
+                smart_threshold: Optional[int] = None, compress_probability: float = 0.5,
+                seed: int = 0, jpeg_passthrough: bool = False, skip_unreadable: bool = False,
+                num_workers: Optional[int] = None, page_size: int = 1 << 23, shards: int = 1,
+                shard_index: Optional[int] = None, progress=False) -> WriteResult:
+    return _ingest("arrow", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
+                   smart_threshold, compress_probability, seed, jpeg_passthrough,
+                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+
+
+def write_tfrecord(inputs, out, fields=None, *, write_mode: str = "raw",
+                   max_resolution: Optional[int] = None, jpeg_quality: int = 90,
+                   smart_threshold: Optional[int] = None, compress_probability: float = 0.5,
+                   seed: int = 0, jpeg_passthrough: bool = False,
+                   skip_unreadable: bool = False, num_workers: Optional[int] = None,
+                   page_size: int = 1 << 23, shards: int = 1,
+                   shard_index: Optional[int] = None, progress=False) -> WriteResult:
+    return _ingest("tfrecord", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
+                   smart_threshold, compress_probability, seed, jpeg_passthrough,
+                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+
+
+write_webdataset.__doc__ = ("Converts WebDataset tar shards to a ``.beton`` file, as "
+                            "``ffcv write webdataset`` does (fields: ``NAME=EXT:KIND``).\n"
+                            + _OPTIONS_DOC)
+write_parquet.__doc__ = ("Converts Parquet files (``datasets``' ``to_parquet``) to a "
+                         "``.beton`` file, as ``ffcv write parquet`` does (fields: "
+                         "``NAME=COLUMN:KIND``; a folder stands for its ``*.parquet``).\n"
+                         + _OPTIONS_DOC)
+write_arrow.__doc__ = ("Converts Arrow IPC files (``datasets``' ``save_to_disk`` folder, "
+                       "Feather v2) to a ``.beton`` file, as ``ffcv write arrow`` does "
+                       "(fields: ``NAME=COLUMN:KIND``).\n" + _OPTIONS_DOC)
+write_tfrecord.__doc__ = ("Converts TFRecord files of ``tf.train.Example`` to a ``.beton`` "
+                          "file, as ``ffcv write tfrecord`` does (fields: "
+                          "``NAME=FEATURE:KIND``).\n" + _OPTIONS_DOC)
