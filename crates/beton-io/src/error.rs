@@ -2,11 +2,22 @@
 
 use std::path::PathBuf;
 
+use extension_error::ExtensionError;
+
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// The boxed error a [`crate::SampleSource`] may return.
 pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A field handler's error as the reader and writer report it: its message (the variant's
+/// `reason`) and the error itself when it carries a cause, kept as the variant's source
+/// (without one the message says it all).
+pub(crate) fn handler_parts(e: ExtensionError) -> (String, Option<Box<ExtensionError>>) {
+    let message = e.message().to_owned();
+    let cause = e.has_source().then(|| Box::new(e));
+    (message, cause)
+}
 
 /// Everything that can go wrong while reading or writing a `.beton` file.
 ///
@@ -197,6 +208,11 @@ pub enum Error {
         offset: u64,
         /// What is wrong.
         reason: String,
+        /// The field handler's error, when it carried a cause
+        /// ([`ExtensionError::with_source`]): this error's source, whose own source is that
+        /// cause.
+        #[source]
+        cause: Option<Box<ExtensionError>>,
     },
 
     /// A custom field (type id 255) was found but no handler for it was registered.
@@ -225,6 +241,11 @@ pub enum Error {
         offset: u64,
         /// What is wrong.
         reason: String,
+        /// The field handler's error, when it carried a cause
+        /// ([`ExtensionError::with_source`]): this error's source, whose own source is that
+        /// cause.
+        #[source]
+        cause: Option<Box<ExtensionError>>,
     },
 
     /// A sample index past the end of the dataset was requested.
@@ -278,6 +299,11 @@ pub enum Error {
         field: String,
         /// What is wrong.
         reason: String,
+        /// The field handler's error, when it carried a cause
+        /// ([`ExtensionError::with_source`]): this error's source, whose own source is that
+        /// cause.
+        #[source]
+        cause: Option<Box<ExtensionError>>,
     },
 
     /// A sample needs more space than one page holds.

@@ -15,6 +15,8 @@
 //! - [`fields`] holds one module per field type behind [`FieldKind`] (type id, metadata
 //!   layout, stored extent, typed value, encoding); [`CustomHandler`] does the same for a
 //!   user's field type (FFCV's custom `Field` subclasses), registered per field name.
+//!   Both fail with an [`ExtensionError`] (a message, and a cause the reader's or writer's
+//!   [`Error`] keeps as its source).
 //! - [`NumpyDtype`] and [`NdArrayArgs`] describe NDArray/TorchTensor fields the way numpy does;
 //!   [`JsonValue`] is a JSON value encoded exactly like Python's `json.dumps`.
 //! - Every failure is an [`Error`] naming the file and the place in it (the workspace's
@@ -66,6 +68,9 @@ mod writer;
 pub use concat::{SHARD_ALIGN, ShardSpan};
 pub use dtype::{ByteOrder, NumpyDtype, NumpyKind};
 pub use error::{Error, Result, SourceError};
+/// The error of the field handlers ([`FieldKind`], [`CustomHandler`]): a message and an
+/// optional cause, the same type as `pipeline_jit::ExtensionError`.
+pub use extension_error::ExtensionError;
 pub use fields::{CustomField, CustomHandler, Extent, ExtentRule, FieldKind, StoredLen};
 pub use format::{
     ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE, Header,

@@ -5,7 +5,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use extension_error::ExtensionError;
+
+use crate::error::{Error, Result, handler_parts};
 use crate::fields::{CustomField, CustomHandler, ExtentRule, StoredLen, json::JsonKind};
 use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldMetadata, FieldType, HEADER_SIZE,
@@ -355,7 +357,7 @@ impl Reader {
         &self,
         field: usize,
         metadata: &[u8],
-    ) -> std::result::Result<Option<(u64, u64)>, String> {
+    ) -> std::result::Result<Option<(u64, u64)>, ExtensionError> {
         let rule = self.extent_rule(field);
         let extent = match rule {
             ExtentRule::None => return Ok(None),
@@ -410,10 +412,12 @@ impl Reader {
                 format!(
                     "a {} field holds no JSON",
                     self.fields[field].field_type.type_name()
-                ),
+                )
+                .into(),
             ));
         };
-        JsonKind::parse_stored(data).map_err(|reason| self.bad_metadata(sample, field, reason))
+        JsonKind::parse_stored(data)
+            .map_err(|reason| self.bad_metadata(sample, field, reason.into()))
     }
 
     /// The value of one field of one sample, as a [`crate::DatasetWriter`] takes it; for a
@@ -438,13 +442,15 @@ impl Reader {
             .collect()
     }
 
-    fn bad_metadata(&self, sample: u64, field: usize, reason: String) -> Error {
+    fn bad_metadata(&self, sample: u64, field: usize, reason: ExtensionError) -> Error {
+        let (reason, cause) = handler_parts(reason);
         Error::InvalidMetadata {
             path: self.path.clone(),
             sample,
             field: self.fields[field].name.clone(),
             offset: self.metadata_file_offset(sample, field),
             reason,
+            cause,
         }
     }
 
@@ -722,12 +728,16 @@ impl Parsed {
                 let offset = row_start + f.metadata_offset;
                 let b = &region
                     [(offset - base) as usize..(offset - base + f.metadata_itemsize) as usize];
-                let bad = |reason: String| Error::InvalidMetadata {
-                    path: path.to_path_buf(),
-                    sample,
-                    field: f.name.clone(),
-                    offset,
-                    reason,
+                let bad = |reason: ExtensionError| {
+                    let (reason, cause) = handler_parts(reason);
+                    Error::InvalidMetadata {
+                        path: path.to_path_buf(),
+                        sample,
+                        field: f.name.clone(),
+                        offset,
+                        reason,
+                        cause,
+                    }
                 };
                 let rule = self.rules[i];
                 let extent = match (rule, f.field_type.kind(), &self.custom[i]) {
@@ -743,7 +753,8 @@ impl Parsed {
                     Err(_) => {
                         return Err(bad(format!(
                             "data pointer {ptr} starts no allocation-table row"
-                        )));
+                        )
+                        .into()));
                     }
                 };
                 let needed = match extent.len {
@@ -753,7 +764,8 @@ impl Parsed {
                 if needed > alloc {
                     return Err(bad(format!(
                         "needs {needed} bytes at {ptr} but the allocation there has {alloc}"
-                    )));
+                    )
+                    .into()));
                 }
             }
         }
@@ -806,19 +818,24 @@ pub(crate) fn parse_fields(
                 "used by an earlier field too (FFCV would merge them)",
             ));
         }
-        let bad_args = |reason: String| Error::InvalidFieldArguments {
-            path: path.to_path_buf(),
-            index,
-            name: name.clone(),
-            offset: offset + 1 + NAME_SIZE as u64,
-            reason,
+        let bad_args = |reason: ExtensionError| {
+            let (reason, cause) = handler_parts(reason);
+            Error::InvalidFieldArguments {
+                path: path.to_path_buf(),
+                index,
+                name: name.clone(),
+                offset: offset + 1 + NAME_SIZE as u64,
+                reason,
+                cause,
+            }
         };
         let parsed = if let Some(custom) = options.custom.get(&name) {
             let (itemsize, align) = custom.metadata_layout();
             if itemsize == 0 || !align.is_power_of_two() {
                 return Err(bad_args(format!(
                     "registered custom layout {custom:?} needs a non-zero itemsize and a power-of-two alignment"
-                )));
+                )
+                .into()));
             }
             custom.accept_arguments(args).map_err(&bad_args)?;
             // The loader reads these two layouts' words without bounds checks per sample.
@@ -830,7 +847,8 @@ pub(crate) fn parse_fields(
             if itemsize < words {
                 return Err(bad_args(format!(
                     "registered custom layout {custom:?} has {itemsize} metadata bytes, fewer than the {words} its extent rule reads"
-                )));
+                )
+                .into()));
             }
             ParsedField {
                 field: Field {

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use extension_error::ExtensionError;
+
+use crate::error::{Error, Result, handler_parts};
 use crate::fields::{CustomHandler, FieldKind};
 use crate::format::{
     self, ALLOC_ROW_SIZE, ARGS_SIZE, FIELD_DESC_SIZE, FieldType, HEADER_SIZE, Header,
@@ -521,6 +523,7 @@ impl<S: SampleSource + ?Sized> Shared<'_, S> {
                     values.len(),
                     fields.len()
                 ),
+                cause: None,
             });
         }
         let payloads: Vec<Option<Cow<'_, [u8]>>> = fields
@@ -545,11 +548,15 @@ impl<S: SampleSource + ?Sized> Shared<'_, S> {
                     };
                     handler
                         .write_metadata(value, ptrs[i], len, out)
-                        .map_err(|reason| Error::InvalidValue {
-                            path: path.clone(),
-                            sample,
-                            field: f.name.clone(),
-                            reason,
+                        .map_err(|e| {
+                            let (reason, cause) = handler_parts(e);
+                            Error::InvalidValue {
+                                path: path.clone(),
+                                sample,
+                                field: f.name.clone(),
+                                reason,
+                                cause,
+                            }
                         })?;
                 }
             }
@@ -578,11 +585,15 @@ fn payload<'v>(
     field: &FieldSpec,
     value: &'v FieldValue,
 ) -> Result<Option<Cow<'v, [u8]>>> {
-    let bad = |reason: String| Error::InvalidValue {
-        path: path.to_path_buf(),
-        sample,
-        field: field.name.clone(),
-        reason,
+    let bad = |reason: ExtensionError| {
+        let (reason, cause) = handler_parts(reason);
+        Error::InvalidValue {
+            path: path.to_path_buf(),
+            sample,
+            field: field.name.clone(),
+            reason,
+            cause,
+        }
     };
     match field.codec() {
         Codec::Kind(kind) => kind.payload(&field.field_type, value).map_err(bad),
@@ -592,7 +603,8 @@ fn payload<'v>(
                 "a {} value for a {} field",
                 other.kind_name(),
                 handler.class_name()
-            ))),
+            )
+            .into())),
         },
     }
 }

@@ -72,14 +72,31 @@ fn kind_of(e: &ffcv::Error) -> Kind {
     }
 }
 
-/// A facade error as the matching `ffcv_rs.errors` exception, with the same message.
+/// A facade error as the matching `ffcv_rs.errors` exception, with the same message
+/// followed by the causes it does not already say (a user's decoder or field handler may
+/// fail with a cause, which the facade keeps as the error's source).
 pub fn from_ffcv(py: Python<'_>, e: ffcv::Error) -> PyErr {
     let kind = kind_of(&e);
     let (field, sample) = match &e {
         ffcv::Error::Decode { field, sample, .. } => (Some(field.as_str()), Some(*sample)),
         _ => (None, None),
     };
-    make(py, kind, e.to_string(), field, sample)
+    make(py, kind, with_causes(&e), field, sample)
+}
+
+/// `e`'s message and, after `: `, each source's message not already in the text.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 /// A beton-io error (from the writer) as the matching exception.

@@ -37,6 +37,7 @@ impl MixtureArgs {
                 .map(Into::into)
                 .unwrap_or_default(),
             reason: format!("mixture: when_exhausted {reason}"),
+            cause: None,
         })?;
         let sources: Vec<ffcv::MixtureSource> =
             self.0.iter().cloned().map(ffcv::MixtureSource).collect();

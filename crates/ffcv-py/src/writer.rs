@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use ffcv::ExtensionError;
 use ffcv::format::{
     CustomHandler, DatasetWriter, FieldSpec, FieldType, FieldValue, JsonValue, NdArrayArgs,
     NumpyDtype, RgbImage, SampleSource, SourceError, VarArrayArgs,
@@ -394,7 +395,7 @@ impl CustomHandler for PyCustom {
         self.arguments
     }
 
-    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, String> {
+    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         Ok(self.unpack(value)?.payload.map(Cow::Borrowed))
     }
 
@@ -404,7 +405,7 @@ impl CustomHandler for PyCustom {
         ptr: u64,
         len: u64,
         out: &mut [u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), ExtensionError> {
         let Packed {
             base,
             metadata,
@@ -432,7 +433,8 @@ impl CustomHandler for PyCustom {
                 "{}.encode called malloc but stored none of the pointers it returned in its \
                  metadata as an 8-byte integer; ffcv_rs replaces those by file addresses",
                 self.class_name
-            ));
+            )
+            .into());
         }
         Ok(())
     }

@@ -538,17 +538,18 @@ fn resolve<'c>(
     let extent = match p.extent {
         ExtentRule::None => None,
         ExtentRule::Fixed { .. } | ExtentRule::Sized => p.extent.fixed_extent(meta),
-        ExtentRule::Computed => shared
-            .reader
-            .stored_extent(f.field, meta)
-            .map_err(|reason| Error::Decode {
+        ExtentRule::Computed => shared.reader.stored_extent(f.field, meta).map_err(|e| {
+            // A custom handler's cause stays reachable as the error's source.
+            let (reason, cause) = crate::error::extension_parts(e);
+            Error::Decode {
                 path: shared.path.clone(),
                 field: f.output.name.clone(),
                 sample,
                 decoder: f.spec.decoder.name(),
                 message: format!("invalid metadata: {reason}"),
-                cause: None,
-            })?,
+                cause,
+            }
+        })?,
     };
     let data = match extent {
         None => &[][..],

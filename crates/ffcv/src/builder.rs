@@ -414,6 +414,7 @@ impl LoaderBuilder {
         Error::Config {
             path: self.path.clone(),
             reason: reason.into(),
+            cause: None,
         }
     }
 

@@ -120,6 +120,7 @@ impl Dataset {
                     "the {len}-byte remote object is larger than the {max_bytes} bytes this \
                      command reads into memory; copy it to a local file first"
                 ),
+                cause: None,
             });
         }
         let bytes = source.read_range(0, len).map_err(|e| Error::Setup {
@@ -151,6 +152,7 @@ fn whole_shards(
                 "the shards' {total} bytes are more than the {max_bytes} bytes this command \
                  reads into memory; copy them to local files first"
             ),
+            cause: None,
         });
     }
     let mut whole = Vec::with_capacity(spans.len());
@@ -236,5 +238,6 @@ fn open_remote(url: &str, _: &ReaderOptions, _: &RemoteConfig) -> Result<Dataset
     Err(Error::Config {
         path: url.into(),
         reason: "this build has no remote support (the `remote` feature of ffcv is off)".into(),
+        cause: None,
     })
 }

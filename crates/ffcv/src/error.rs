@@ -57,6 +57,11 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong and how to fix it.
         reason: String,
+        /// The error of the extension that refused the configuration (a decoder's
+        /// `declare`), when it carried a cause: this error's source, whose own source is
+        /// that cause (as [`Error::Decode`]'s).
+        #[source]
+        cause: Option<Box<crate::ExtensionError>>,
     },
 
     /// A field has no default decoder (custom fields) and was neither given a pipeline nor

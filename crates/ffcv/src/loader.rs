@@ -262,6 +262,7 @@ impl Loader {
         let refuse = |reason: String| Error::Config {
             path: path.clone(),
             reason: format!("set_indices: {reason}"),
+            cause: None,
         };
         let Some(spec) = self.shared.order_spec else {
             return Err(refuse(
@@ -330,12 +331,14 @@ impl Loader {
         let index = reader.field_index(field).ok_or_else(|| Error::Config {
             path: self.shared.path.clone(),
             reason: format!("filter: no field named {field:?}"),
+            cause: None,
         })?;
         if self.builder.has_custom_order() {
             return Err(Error::Config {
                 path: self.shared.path.clone(),
                 reason: "filter needs a built-in order (a custom order decides its own samples)"
                     .into(),
+                cause: None,
             });
         }
         let mut keep = Vec::new();

@@ -176,6 +176,7 @@ impl MixtureSpec {
         Error::Config {
             path,
             reason: format!("mixture: {}", reason.into()),
+            cause: None,
         }
     }
 

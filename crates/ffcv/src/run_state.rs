@@ -50,15 +50,17 @@ impl FieldRunner {
             field: f,
             max_image_pixels,
         };
-        let bad = |reason: String| Error::Config {
+        let refused = |reason: String, cause: Option<Box<crate::ExtensionError>>| Error::Config {
             path: reader.path().to_owned(),
             reason: format!("field {name:?}: {}: {reason}", spec.decoder.name()),
+            cause,
         };
-        // The configuration error keeps the decoder's causes as text.
-        let out = spec
-            .decoder
-            .declare(&info)
-            .map_err(|e| bad(e.full_message()))?;
+        let bad = |reason: String| refused(reason, None);
+        // The decoder's cause stays reachable as the configuration error's source.
+        let out = spec.decoder.declare(&info).map_err(|e| {
+            let (message, cause) = crate::error::extension_parts(e);
+            refused(message, cause)
+        })?;
         let row_bytes = out
             .row_bytes()
             .ok_or_else(|| bad(format!("output shape {:?} exceeds memory", out.shape)))?;
@@ -305,6 +307,7 @@ pub(crate) fn slot_sizes(
                         "output {:?}: {} samples of {} bytes exceed the address space",
                         o.name, batch_size, o.row_bytes
                     ),
+                    cause: None,
                 })
         })
         .collect()

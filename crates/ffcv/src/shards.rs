@@ -35,6 +35,7 @@ pub fn expand_shard_names<S: AsRef<str>>(
         let err = |reason: String| Error::Config {
             path: name.into(),
             reason,
+            cause: None,
         };
         match Location::parse(name) {
             // A file whose own name has `*`, `?` or `[` is that file, not a pattern.
@@ -66,6 +67,7 @@ pub fn expand_shard_names<S: AsRef<str>>(
         return Err(Error::Config {
             path: "".into(),
             reason: "no dataset files given".into(),
+            cause: None,
         });
     }
     Ok(out)
@@ -125,6 +127,7 @@ impl Dataset {
             let reader = Arc::try_unwrap(d.reader).map_err(|_| Error::Config {
                 path: name.into(),
                 reason: "the shard's reader is shared".into(),
+                cause: None,
             })?;
             readers.push(reader);
             sources.push(source);

@@ -101,6 +101,7 @@ pub(crate) fn add_runners(
     let bad = |reason: String| Error::Config {
         path: reader.path().to_owned(),
         reason,
+        cause: None,
     };
     // How many views each field has so far (view 0 is the field itself).
     let mut counts = vec![0usize; reader.fields().len()];

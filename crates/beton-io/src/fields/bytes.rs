@@ -3,6 +3,7 @@
 //! with `VAR_ARRAY_MAGIC` describes a `VarArrayField` instead (`var_array.rs`), one opening
 //! with `IMAGE_MAGIC` an `ImageField` (`image.rs`).
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
@@ -20,7 +21,7 @@ impl FieldKind for BytesKind {
     fn class_name(&self) -> &'static str {
         "BytesField"
     }
-    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, ExtensionError> {
         // FFCV ignores a BytesField's arguments, which is what lets a VarArrayField hide its
         // dtype and shape there; any other content is FFCV's and stays a BytesField.
         if crate::format::VarArrayArgs::is_tagged(args) {
@@ -43,14 +44,19 @@ impl FieldKind for BytesKind {
     fn extent_rule(&self, _: &FieldType) -> ExtentRule {
         ExtentRule::Sized
     }
-    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        _: &[u8],
+        data: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         Ok(FieldValue::Bytes(stored(data)))
     }
     fn payload<'v>(
         &self,
         _: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             FieldValue::Bytes(b) => Ok(Some(Cow::Borrowed(b))),
             other => Err(wrong_value(other, self.class_name())),

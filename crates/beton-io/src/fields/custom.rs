@@ -10,8 +10,17 @@
 //! where the stored bytes are ([`CustomHandler::extent`]) and the value
 //! ([`CustomHandler::read`]). A value is opaque bytes ([`crate::FieldValue::Custom`]) whose
 //! meaning the handler defines.
+//!
+//! A handler fails with an [`ExtensionError`]: a message, and the error behind it when
+//! there is one (a file the handler reads, a codec it calls). The reader's and writer's
+//! [`crate::Error`] (`InvalidFieldArguments`, `InvalidMetadata`, `InvalidValue`) name the
+//! file, field and sample, with the message as their `reason` and the handler's error as
+//! their source when it carries a cause. A `String` converts into it, so
+//! `Err(format!(...).into())` works.
 
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{Extent, ExtentRule};
 use crate::format::ARGS_SIZE;
@@ -32,7 +41,7 @@ pub trait CustomHandler: Send + Sync + std::fmt::Debug {
 
     /// Checks the field's 1024-byte argument block when a file is opened (FFCV's
     /// `from_binary`); the default accepts any.
-    fn accept_arguments(&self, arguments: &[u8]) -> Result<(), String> {
+    fn accept_arguments(&self, arguments: &[u8]) -> Result<(), ExtensionError> {
         let _ = arguments;
         Ok(())
     }
@@ -51,26 +60,20 @@ pub trait CustomHandler: Send + Sync + std::fmt::Debug {
     /// The stored bytes of one sample from its metadata bytes, or why they are invalid.
     /// The default applies [`CustomHandler::extent_rule`]; override it for `Computed`.
     /// The reader checks at open that the extent lies in an allocation.
-    fn extent(&self, metadata: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(&self, metadata: &[u8]) -> Result<Option<Extent>, ExtensionError> {
         Ok(self.extent_rule().apply(metadata))
     }
 
     /// The value of one sample, from its metadata bytes and stored bytes.
-    fn read(&self, metadata: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    fn read(&self, metadata: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, ExtensionError> {
         let _ = (metadata, data);
-        Err(format!(
-            "the {} handler does not read values",
-            self.class_name()
-        ))
+        Err(format!("the {} handler does not read values", self.class_name()).into())
     }
 
     /// The bytes `value` stores in a page (`None`: nothing), or why it cannot be written.
-    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, String> {
+    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         let _ = value;
-        Err(format!(
-            "the {} handler does not write values",
-            self.class_name()
-        ))
+        Err(format!("the {} handler does not write values", self.class_name()).into())
     }
 
     /// Writes `value`'s metadata into `out` (exactly the layout's itemsize), given where its
@@ -81,12 +84,9 @@ pub trait CustomHandler: Send + Sync + std::fmt::Debug {
         ptr: u64,
         len: u64,
         out: &mut [u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), ExtensionError> {
         let _ = (value, ptr, len, out);
-        Err(format!(
-            "the {} handler does not write values",
-            self.class_name()
-        ))
+        Err(format!("the {} handler does not write values", self.class_name()).into())
     }
 }
 

@@ -3,6 +3,7 @@
 //! embedding stored as bytes); the argument block holds `len` as a little-endian u64 and
 //! the metadata is the u64 pointer alone, like an NDArray's.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
@@ -31,7 +32,7 @@ impl FieldKind for FixedBytesKind {
     fn class_name(&self) -> &'static str {
         "FixedBytesField"
     }
-    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, ExtensionError> {
         let len = u64_at(args, 0).ok_or("argument block shorter than 8 bytes")?;
         if len == 0 {
             return Err("length 0 (a fixed-size byte field stores at least one byte)".into());
@@ -44,7 +45,7 @@ impl FieldKind for FixedBytesKind {
         }
         Ok(FieldType::FixedBytes(len))
     }
-    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], String> {
+    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], ExtensionError> {
         let len = len_of(field_type)?;
         if len == 0 {
             return Err("length 0 (a fixed-size byte field stores at least one byte)".into());
@@ -71,23 +72,25 @@ impl FieldKind for FixedBytesKind {
             len: len_of(field_type).unwrap_or(0),
         }
     }
-    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        _: &[u8],
+        data: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         Ok(FieldValue::Bytes(stored(data)))
     }
     fn payload<'v>(
         &self,
         field_type: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         let FieldValue::Bytes(b) = value else {
             return Err(wrong_value(value, self.class_name()));
         };
         let want = len_of(field_type)?;
         if b.len() as u64 != want {
-            return Err(format!(
-                "{} bytes for a FixedBytesField of {want} bytes",
-                b.len()
-            ));
+            return Err(format!("{} bytes for a FixedBytesField of {want} bytes", b.len()).into());
         }
         Ok(Some(Cow::Borrowed(b)))
     }

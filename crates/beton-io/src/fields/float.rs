@@ -1,5 +1,6 @@
 //! `FloatField` (type id 0): a float64 scalar kept in the metadata.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
@@ -24,7 +25,7 @@ impl FieldKind for FloatKind {
     fn class_name(&self) -> &'static str {
         "FloatField"
     }
-    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, ExtensionError> {
         Ok(FieldType::Float)
     }
     fn metadata_layout(&self) -> (u64, u64) {
@@ -36,7 +37,12 @@ impl FieldKind for FloatKind {
     fn extent_rule(&self, _: &FieldType) -> ExtentRule {
         ExtentRule::None
     }
-    fn read(&self, _: &FieldType, metadata: &[u8], _: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        metadata: &[u8],
+        _: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         FloatKind::value(metadata)
             .map(FieldValue::Float)
             .ok_or_else(|| "metadata too short for a FloatField".into())
@@ -45,7 +51,7 @@ impl FieldKind for FloatKind {
         &self,
         _: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             FieldValue::Float(_) => Ok(None),
             other => Err(wrong_value(other, self.class_name())),

@@ -22,6 +22,7 @@
 //! | 16..20 | u32 bits per channel sample: 8 or 16 |
 //! | 20.. | zeros |
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
@@ -299,11 +300,11 @@ impl FieldKind for ImageKind {
     fn class_name(&self) -> &'static str {
         "ImageField"
     }
-    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, String> {
-        ImageArgs::decode(block).map(FieldType::Image)
+    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, ExtensionError> {
+        Ok(FieldType::Image(ImageArgs::decode(block)?))
     }
-    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], String> {
-        args(field_type)?.encode()
+    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], ExtensionError> {
+        Ok(args(field_type)?.encode()?)
     }
     fn describe_arguments(&self, field_type: &FieldType) -> Vec<(&'static str, JsonValue)> {
         let Ok(a) = args(field_type) else {
@@ -328,14 +329,19 @@ impl FieldKind for ImageKind {
         // The stored image is checked where it is decoded, sample by sample.
         ExtentRule::Sized
     }
-    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        _: &[u8],
+        data: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         Ok(FieldValue::Bytes(stored(data)))
     }
     fn payload<'v>(
         &self,
         field_type: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         let FieldValue::Bytes(b) = value else {
             return Err(wrong_value(value, self.class_name()));
         };
@@ -359,11 +365,11 @@ mod tests {
         assert_eq!(ImageKind.metadata_layout(), BytesKind.metadata_layout());
         let block = ImageArgs::new(1, 16).unwrap().encode().unwrap();
         assert_eq!(
-            BytesKind.parse_arguments(&block),
-            Ok(FieldType::Image(ImageArgs {
+            BytesKind.parse_arguments(&block).unwrap(),
+            FieldType::Image(ImageArgs {
                 channels: 1,
                 bits: 16
-            }))
+            })
         );
     }
 

@@ -1,5 +1,6 @@
 //! `IntField` (type id 1): an int64 scalar kept in the metadata.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
@@ -24,7 +25,7 @@ impl FieldKind for IntKind {
     fn class_name(&self) -> &'static str {
         "IntField"
     }
-    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, ExtensionError> {
         Ok(FieldType::Int)
     }
     fn metadata_layout(&self) -> (u64, u64) {
@@ -36,7 +37,12 @@ impl FieldKind for IntKind {
     fn extent_rule(&self, _: &FieldType) -> ExtentRule {
         ExtentRule::None
     }
-    fn read(&self, _: &FieldType, metadata: &[u8], _: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        metadata: &[u8],
+        _: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         IntKind::value(metadata)
             .map(FieldValue::Int)
             .ok_or_else(|| "metadata too short for an IntField".into())
@@ -45,7 +51,7 @@ impl FieldKind for IntKind {
         &self,
         _: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             FieldValue::Int(_) => Ok(None),
             other => Err(wrong_value(other, self.class_name())),

@@ -1,6 +1,7 @@
 //! `JSONField` (type id 5): `json.dumps(value)` plus a NUL byte in the data region; the
 //! metadata is the packed `{ptr: u64, size: u64}`, `size` counting the NUL.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
@@ -30,7 +31,7 @@ impl FieldKind for JsonKind {
     fn class_name(&self) -> &'static str {
         "JSONField"
     }
-    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, ExtensionError> {
         Ok(FieldType::Json)
     }
     fn metadata_layout(&self) -> (u64, u64) {
@@ -45,14 +46,21 @@ impl FieldKind for JsonKind {
     fn extent_rule(&self, _: &FieldType) -> ExtentRule {
         ExtentRule::Sized
     }
-    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
-        JsonKind::parse_stored(data.unwrap_or_default()).map(FieldValue::Json)
+    fn read(
+        &self,
+        _: &FieldType,
+        _: &[u8],
+        data: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
+        Ok(FieldValue::Json(JsonKind::parse_stored(
+            data.unwrap_or_default(),
+        )?))
     }
     fn payload<'v>(
         &self,
         _: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             FieldValue::Json(j) => {
                 let mut text = j.to_python_json().into_bytes();

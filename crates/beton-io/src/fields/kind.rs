@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use extension_error::ExtensionError;
+
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType};
 use crate::json::JsonValue;
 use crate::value::FieldValue;
@@ -77,6 +79,9 @@ pub enum StoredLen {
 /// Everything beton-io knows about one built-in field type. Implementations are unit
 /// structs in this module's children; [`FieldType::kind`] returns them.
 ///
+/// The fallible methods say why with an [`ExtensionError`] (the reader and writer report it
+/// as the `reason` of their [`crate::Error`], its cause as that error's source).
+///
 /// The methods taking metadata bytes get exactly the field's metadata bytes of one sample
 /// (its `metadata_layout().0` bytes), except [`FieldKind::metadata`]'s callers outside the
 /// reader may pass more.
@@ -89,11 +94,11 @@ pub trait FieldKind: Sync + std::fmt::Debug {
 
     /// The field type a descriptor of this type id with the 1024-byte argument block `args`
     /// describes, or why the block is malformed.
-    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, String>;
+    fn parse_arguments(&self, args: &[u8]) -> Result<FieldType, ExtensionError>;
 
     /// The argument block written for `field_type` (FFCV writes zeros for types without
     /// arguments), or why it cannot be stored.
-    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], String> {
+    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], ExtensionError> {
         let _ = field_type;
         Ok([0; ARGS_SIZE])
     }
@@ -116,7 +121,11 @@ pub trait FieldKind: Sync + std::fmt::Debug {
 
     /// The stored bytes of one sample, or why its metadata is invalid. The default applies
     /// [`FieldKind::extent_rule`]; kinds whose rule is `Computed` override it.
-    fn extent(&self, field_type: &FieldType, metadata: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(
+        &self,
+        field_type: &FieldType,
+        metadata: &[u8],
+    ) -> Result<Option<Extent>, ExtensionError> {
         Ok(self.extent_rule(field_type).apply(metadata))
     }
 
@@ -127,7 +136,7 @@ pub trait FieldKind: Sync + std::fmt::Debug {
         field_type: &FieldType,
         metadata: &[u8],
         data: Option<&[u8]>,
-    ) -> Result<FieldValue, String>;
+    ) -> Result<FieldValue, ExtensionError>;
 
     /// The bytes `value` stores in a page (`None` for a type that stores nothing), after
     /// checking the value fits `field_type`.
@@ -135,7 +144,7 @@ pub trait FieldKind: Sync + std::fmt::Debug {
         &self,
         field_type: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String>;
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError>;
 
     /// Writes `value`'s metadata into `out` (the field's bytes of the row), given where its
     /// payload was placed (`ptr`, `len`; 0 and 0 without a payload).
@@ -156,8 +165,8 @@ pub(crate) fn put_u64(out: &mut [u8], at: usize, x: u64) {
 }
 
 /// The writer's error for a value of the wrong kind.
-pub(crate) fn wrong_value(value: &FieldValue, class_name: &str) -> String {
-    format!("a {} value for a {class_name} field", value.kind_name())
+pub(crate) fn wrong_value(value: &FieldValue, class_name: &str) -> ExtensionError {
+    format!("a {} value for a {class_name} field", value.kind_name()).into()
 }
 
 /// The stored bytes, which a kind with data always gets from the reader.

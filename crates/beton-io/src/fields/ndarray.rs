@@ -2,6 +2,7 @@
 //! data region, dtype and shape in the argument block ([`NdArrayArgs`]); the metadata is the
 //! u64 pointer alone. The two are stored identically and differ only in type id and name.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
@@ -37,7 +38,7 @@ impl FieldKind for NdArrayKind {
             "NDArrayField"
         }
     }
-    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, ExtensionError> {
         let a = NdArrayArgs::decode(block)?;
         Ok(if self.torch {
             FieldType::TorchTensor(a)
@@ -45,8 +46,8 @@ impl FieldKind for NdArrayKind {
             FieldType::NdArray(a)
         })
     }
-    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], String> {
-        args(field_type)?.encode()
+    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], ExtensionError> {
+        Ok(args(field_type)?.encode()?)
     }
     fn describe_arguments(&self, field_type: &FieldType) -> Vec<(&'static str, JsonValue)> {
         let Ok(a) = args(field_type) else {
@@ -77,14 +78,19 @@ impl FieldKind for NdArrayKind {
             .unwrap_or(0);
         ExtentRule::Fixed { len }
     }
-    fn read(&self, _: &FieldType, _: &[u8], data: Option<&[u8]>) -> Result<FieldValue, String> {
+    fn read(
+        &self,
+        _: &FieldType,
+        _: &[u8],
+        data: Option<&[u8]>,
+    ) -> Result<FieldValue, ExtensionError> {
         Ok(FieldValue::NdArray(stored(data)))
     }
     fn payload<'v>(
         &self,
         field_type: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         let FieldValue::NdArray(b) = value else {
             return Err(wrong_value(value, self.class_name()));
         };
@@ -96,7 +102,8 @@ impl FieldKind for NdArrayKind {
                 b.len(),
                 a.dtype,
                 a.shape
-            ));
+            )
+            .into());
         }
         Ok(Some(Cow::Borrowed(b)))
     }

@@ -1,6 +1,7 @@
 //! `RGBImageField` (type id 2): raw H x W x 3 pixels or a JPEG stream in the data region;
 //! the metadata is the packed `{mode: u8, width: u16, height: u16, data_ptr: u64}`.
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::{Extent, ExtentRule, FieldKind, StoredLen, put_u64, stored, u64_at, wrong_value};
@@ -30,7 +31,7 @@ impl FieldKind for RgbImageKind {
     fn class_name(&self) -> &'static str {
         "RGBImageField"
     }
-    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, String> {
+    fn parse_arguments(&self, _: &[u8]) -> Result<FieldType, ExtensionError> {
         Ok(FieldType::RgbImage)
     }
     fn metadata_layout(&self) -> (u64, u64) {
@@ -48,7 +49,7 @@ impl FieldKind for RgbImageKind {
     fn extent_rule(&self, _: &FieldType) -> ExtentRule {
         ExtentRule::Computed
     }
-    fn extent(&self, _: &FieldType, metadata: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(&self, _: &FieldType, metadata: &[u8]) -> Result<Option<Extent>, ExtensionError> {
         let (mode, width, height) =
             RgbImageKind::header(metadata).ok_or("metadata too short for an RGBImageField")?;
         let ptr = u64_at(metadata, 5).ok_or("metadata too short for an RGBImageField")?;
@@ -57,7 +58,7 @@ impl FieldKind for RgbImageKind {
             // A JPEG stream's length is not in the metadata: it is its allocation.
             IMAGE_MODE_JPEG => StoredLen::WholeAllocation,
             other => {
-                return Err(format!("image mode {other} is neither 0 (jpg) nor 1 (raw)"));
+                return Err(format!("image mode {other} is neither 0 (jpg) nor 1 (raw)").into());
             }
         };
         Ok(Some(Extent { ptr, len }))
@@ -67,7 +68,7 @@ impl FieldKind for RgbImageKind {
         _: &FieldType,
         metadata: &[u8],
         data: Option<&[u8]>,
-    ) -> Result<FieldValue, String> {
+    ) -> Result<FieldValue, ExtensionError> {
         let (mode, width, height) =
             RgbImageKind::header(metadata).ok_or("metadata too short for an RGBImageField")?;
         let data = stored(data);
@@ -89,7 +90,7 @@ impl FieldKind for RgbImageKind {
         &self,
         _: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             FieldValue::RgbImage(RgbImage::Raw {
                 width,
@@ -101,7 +102,8 @@ impl FieldKind for RgbImageKind {
                     return Err(format!(
                         "{} pixel bytes for a {width}x{height} RGB image, which takes {want}",
                         pixels.len()
-                    ));
+                    )
+                    .into());
                 }
                 Ok(Some(Cow::Borrowed(pixels)))
             }

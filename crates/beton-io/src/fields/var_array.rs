@@ -17,6 +17,7 @@
 //! | 24..24 + 8 * 31 | the inner dimensions (u64, each at least 1), then zeros |
 //! | 272.. | the dtype description, numpy's descr JSON as an NDArray field's (`[["", "<f4"]]`), then zeros |
 
+use extension_error::ExtensionError;
 use std::borrow::Cow;
 
 use super::Extent;
@@ -184,11 +185,11 @@ impl FieldKind for VarArrayKind {
     fn class_name(&self) -> &'static str {
         "VarArrayField"
     }
-    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, String> {
-        VarArrayArgs::decode(block).map(FieldType::VarArray)
+    fn parse_arguments(&self, block: &[u8]) -> Result<FieldType, ExtensionError> {
+        Ok(FieldType::VarArray(VarArrayArgs::decode(block)?))
     }
-    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], String> {
-        args(field_type)?.encode()
+    fn encode_arguments(&self, field_type: &FieldType) -> Result<[u8; ARGS_SIZE], ExtensionError> {
+        Ok(args(field_type)?.encode()?)
     }
     fn describe_arguments(&self, field_type: &FieldType) -> Vec<(&'static str, JsonValue)> {
         let Ok(a) = args(field_type) else {
@@ -219,7 +220,11 @@ impl FieldKind for VarArrayKind {
         // through `extent`, which refuses a size that is not a whole number of rows.
         ExtentRule::Computed
     }
-    fn extent(&self, field_type: &FieldType, metadata: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(
+        &self,
+        field_type: &FieldType,
+        metadata: &[u8],
+    ) -> Result<Option<Extent>, ExtensionError> {
         let a = args(field_type)?;
         let (Some(ptr), Some(size)) = (u64_at(metadata, 0), u64_at(metadata, 8)) else {
             return Err("metadata shorter than 16 bytes".into());
@@ -235,7 +240,7 @@ impl FieldKind for VarArrayKind {
         field_type: &FieldType,
         _: &[u8],
         data: Option<&[u8]>,
-    ) -> Result<FieldValue, String> {
+    ) -> Result<FieldValue, ExtensionError> {
         let data = stored(data);
         args(field_type)?.rows_of(data.len() as u64)?;
         Ok(FieldValue::NdArray(data))
@@ -244,7 +249,7 @@ impl FieldKind for VarArrayKind {
         &self,
         field_type: &FieldType,
         value: &'v FieldValue,
-    ) -> Result<Option<Cow<'v, [u8]>>, String> {
+    ) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         let FieldValue::NdArray(b) = value else {
             return Err(wrong_value(value, self.class_name()));
         };

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use beton_io::{
-    CustomHandler, DatasetWriter, Error, Extent, ExtentRule, FieldSpec, FieldType, FieldValue,
-    Reader, ReaderOptions, StoredLen,
+    CustomHandler, DatasetWriter, Error, ExtensionError, Extent, ExtentRule, FieldSpec, FieldType,
+    FieldValue, Reader, ReaderOptions, StoredLen,
 };
 
 /// A value is `[tag, payload...]`: the payload goes to a page, the tag stays in the
@@ -33,25 +33,31 @@ impl CustomHandler for Tagged {
             ExtentRule::Sized
         }
     }
-    fn extent(&self, m: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(&self, m: &[u8]) -> Result<Option<Extent>, ExtensionError> {
         let word = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().unwrap());
         Ok(Some(Extent {
             ptr: word(0),
             len: StoredLen::Bytes(word(8)),
         }))
     }
-    fn read(&self, m: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    fn read(&self, m: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, ExtensionError> {
         let mut v = vec![m[16]];
         v.extend_from_slice(data.ok_or("no stored bytes")?);
         Ok(v)
     }
-    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, String> {
+    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, ExtensionError> {
         match value {
             [] => Err("a tagged value needs its tag byte".into()),
             [_, rest @ ..] => Ok(Some(Cow::Borrowed(rest))),
         }
     }
-    fn write_metadata(&self, v: &[u8], ptr: u64, len: u64, out: &mut [u8]) -> Result<(), String> {
+    fn write_metadata(
+        &self,
+        v: &[u8],
+        ptr: u64,
+        len: u64,
+        out: &mut [u8],
+    ) -> Result<(), ExtensionError> {
         out[0..8].copy_from_slice(&ptr.to_le_bytes());
         out[8..16].copy_from_slice(&len.to_le_bytes());
         out[16] = v[0];

@@ -3,8 +3,9 @@
 //! the process; a panic on the producer thread (here in a user's slot stage) reaches the
 //! consumer as `ProducerGone` with the message; a file truncated after the loader opened
 //! it is refused at the next epoch's start, naming the file and both sizes, instead of
-//! dying of SIGBUS. A user's decoder, slot stage or operation that fails with an
-//! `ExtensionError` carrying a cause gives the loader's error with that cause as its source.
+//! dying of SIGBUS. A user's decoder (decoding or declaring), slot stage, operation or
+//! custom field handler that fails with an `ExtensionError` carrying a cause gives the
+//! loader's error with that cause as its source.
 //! Every loader thread still ends.
 
 use crate::loader_support;
@@ -12,6 +13,10 @@ use crate::loader_support;
 use std::sync::Arc;
 
 use ffcv::decode::IntDecoder;
+use ffcv::format::{
+    ByteOrder, CustomHandler, DatasetWriter, Extent, ExtentRule, FieldSpec, FieldValue, NumpyDtype,
+    NumpyKind, Reader, ReaderOptions, StoredLen,
+};
 use ffcv::jit::{KernelCall, Lowered, NativeKernel, Operation, State};
 use ffcv::{Attachment, Error, Loader, Order, PipelineSpec, SlotOutput, SlotStage};
 use loader_support::write_blobs;
@@ -321,4 +326,198 @@ fn an_operations_refusal_keeps_its_source() {
         io_cause(&err).map(|io| io.to_string()),
         Some("labels.csv".into())
     );
+}
+
+/// `IntDecoder`, refusing every field with [`lookup_failed`] when the loader is built.
+struct RefusesToDeclare;
+
+impl ffcv::Decoder for RefusesToDeclare {
+    fn name(&self) -> String {
+        "RefusesToDeclare".into()
+    }
+    fn declare(
+        &self,
+        _field: &ffcv::decode::FieldInfo<'_>,
+    ) -> Result<ffcv::DecoderOutput, ffcv::ExtensionError> {
+        Err(lookup_failed())
+    }
+    fn decode(
+        &self,
+        input: &ffcv::decode::SampleInput<'_>,
+        output: &mut [u8],
+        scratch: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
+        IntDecoder.decode(input, output, scratch)
+    }
+}
+
+#[test]
+fn a_decoders_refusal_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_blobs(dir.path(), "declare", 16);
+    let built = Loader::builder(&path)
+        .batch_size(8)
+        .disable("blob")
+        .pipeline("index", PipelineSpec::new(RefusesToDeclare))
+        .build();
+    match built {
+        Err(e @ Error::Config { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("RefusesToDeclare") && text.contains("cannot look up the label"),
+                "{text}"
+            );
+            assert_eq!(
+                io_cause(&e).map(|io| io.to_string()),
+                Some("labels.csv".into())
+            );
+        }
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("the decoder refused the field"),
+    }
+}
+
+/// A custom field handler (values: the stored bytes, metadata `{ptr, len}`, located by
+/// the handler) that fails with [`lookup_failed`] once `broken` is set: when it checks the
+/// argument block, or locates a sample's bytes.
+#[derive(Debug, Default)]
+struct Located {
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl Located {
+    fn check(&self) -> Result<(), ffcv::ExtensionError> {
+        match self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Err(lookup_failed()),
+            false => Ok(()),
+        }
+    }
+}
+
+impl CustomHandler for Located {
+    fn metadata_layout(&self) -> (u64, u64) {
+        (16, 1)
+    }
+    fn accept_arguments(&self, _: &[u8]) -> Result<(), ffcv::ExtensionError> {
+        self.check()
+    }
+    fn extent_rule(&self) -> ExtentRule {
+        ExtentRule::Computed
+    }
+    fn extent(&self, m: &[u8]) -> Result<Option<Extent>, ffcv::ExtensionError> {
+        self.check()?;
+        let word = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().unwrap());
+        Ok(Some(Extent {
+            ptr: word(0),
+            len: StoredLen::Bytes(word(8)),
+        }))
+    }
+    fn payload<'v>(
+        &self,
+        value: &'v [u8],
+    ) -> Result<Option<std::borrow::Cow<'v, [u8]>>, ffcv::ExtensionError> {
+        Ok(Some(std::borrow::Cow::Borrowed(value)))
+    }
+    fn write_metadata(
+        &self,
+        _: &[u8],
+        ptr: u64,
+        len: u64,
+        out: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
+        out[..8].copy_from_slice(&ptr.to_le_bytes());
+        out[8..].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+}
+
+/// The user's decoder of a [`Located`] field: the sample's first stored byte.
+struct FirstByte;
+
+impl ffcv::Decoder for FirstByte {
+    fn name(&self) -> String {
+        "FirstByte".into()
+    }
+    fn declare(
+        &self,
+        _field: &ffcv::decode::FieldInfo<'_>,
+    ) -> Result<ffcv::DecoderOutput, ffcv::ExtensionError> {
+        let u8_dtype = NumpyDtype::numeric(NumpyKind::UInt, 1, ByteOrder::NotApplicable)
+            .ok_or("no u8 dtype")?;
+        Ok(ffcv::DecoderOutput::new(
+            vec![1],
+            u8_dtype,
+            ffcv::OutputKind::Array,
+        ))
+    }
+    fn decode(
+        &self,
+        input: &ffcv::decode::SampleInput<'_>,
+        output: &mut [u8],
+        _scratch: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
+        output[0] = input.data.first().copied().unwrap_or(0);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_custom_handlers_error_keeps_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("located.beton");
+    let handler = Arc::new(Located::default());
+    let samples: Vec<Vec<FieldValue>> = (0..16u8)
+        .map(|i| vec![FieldValue::Custom(vec![i; 5])])
+        .collect();
+    DatasetWriter::new(&path, vec![FieldSpec::custom("located", handler.clone())])
+        .unwrap()
+        .write(&samples)
+        .unwrap();
+    let options = ReaderOptions::new().custom_handler("located", handler.clone());
+    let reader = Arc::new(Reader::open_with(&path, &options).unwrap());
+    handler
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+
+    // Opening: the argument check fails; the facade's error is beton-io's, cause kept.
+    let Err(e) = ffcv::Dataset::open_with(&path, &options, &ffcv::RemoteConfig::default()) else {
+        panic!("the handler refuses the arguments")
+    };
+    assert!(
+        matches!(&e, Error::Format(ffcv::format::Error::InvalidFieldArguments { reason, .. })
+            if reason == "cannot look up the label"),
+        "{e:?}"
+    );
+    assert_eq!(
+        io_cause(&e).map(|io| io.to_string()),
+        Some("labels.csv".into())
+    );
+
+    // An epoch: locating sample 0's bytes fails; the decode error carries the cause.
+    let mut loader = Loader::builder(&path)
+        .reader(reader)
+        .batch_size(8)
+        .order(Order::Sequential)
+        .pipeline("located", PipelineSpec::new(FirstByte))
+        .build()
+        .unwrap();
+    let items: Vec<_> = loader.iter().collect();
+    match &items[..] {
+        [
+            Err(
+                e @ Error::Decode {
+                    sample: 0, message, ..
+                },
+            ),
+        ] => {
+            assert_eq!(message, "invalid metadata: cannot look up the label");
+            assert_eq!(
+                io_cause(e).map(|io| io.to_string()),
+                Some("labels.csv".into())
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(items);
+    assert_eq!(loader.live_threads(), 0);
 }

@@ -97,22 +97,28 @@ impl CustomHandler for Tagged {
     fn extent_rule(&self) -> ExtentRule {
         ExtentRule::Computed
     }
-    fn extent(&self, m: &[u8]) -> Result<Option<Extent>, String> {
+    fn extent(&self, m: &[u8]) -> Result<Option<Extent>, ffcv::ExtensionError> {
         Ok(Some(Extent {
             ptr: u64::from_le_bytes(m[..8].try_into().unwrap()),
             len: StoredLen::Bytes(u32::from_le_bytes(m[8..12].try_into().unwrap()).into()),
         }))
     }
-    fn read(&self, m: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    fn read(&self, m: &[u8], data: Option<&[u8]>) -> Result<Vec<u8>, ffcv::ExtensionError> {
         Ok([&m[12..16], data.unwrap_or_default()].concat())
     }
-    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, String> {
+    fn payload<'v>(&self, value: &'v [u8]) -> Result<Option<Cow<'v, [u8]>>, ffcv::ExtensionError> {
         value
             .get(4..)
             .map(|p| Some(Cow::Borrowed(p)))
             .ok_or_else(|| "a tagged value starts with its 4-byte tag".into())
     }
-    fn write_metadata(&self, v: &[u8], ptr: u64, len: u64, out: &mut [u8]) -> Result<(), String> {
+    fn write_metadata(
+        &self,
+        v: &[u8],
+        ptr: u64,
+        len: u64,
+        out: &mut [u8],
+    ) -> Result<(), ffcv::ExtensionError> {
         out[..8].copy_from_slice(&ptr.to_le_bytes());
         let len = u32::try_from(len).map_err(|_| "payload over 4 GiB".to_string())?;
         out[8..12].copy_from_slice(&len.to_le_bytes());

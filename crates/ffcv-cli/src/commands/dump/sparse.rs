@@ -44,6 +44,7 @@ pub fn reader_for(dataset: ffcv::Dataset, samples: Range<u64>) -> ffcv::Result<A
                     "cannot reserve address space for the {len}-byte remote object; copy it to a \
                  local file first"
                 ),
+                cause: None,
             })?;
     for r in &ranges {
         // In bounds: every range was clipped to len, the buffer's length.

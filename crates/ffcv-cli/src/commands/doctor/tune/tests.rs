@@ -39,6 +39,7 @@ fn a_memory_budget_error_is_recognised_by_its_variant_not_its_text() {
     let other = ffcv::Error::Config {
         path: "f.beton".into(),
         reason: "not enough memory for the batch".into(),
+        cause: None,
     };
     assert_eq!(RunError::from_loader(&other).memory_budget_needed, None);
 }
