@@ -113,6 +113,8 @@ impl NativeLoader {
         cuda_device=None, page_cache_dir=None, page_cache_size=None, custom_order=None,
         custom_fields=None, mixture=None, views=None
     ))]
+    // PyO3 maps Python keywords to parameters one for one: these are the keywords of
+    // `ffcv_rs.loader.Loader` (FFCV's `Loader` and ours), all keyword-only (above).
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

@@ -734,6 +734,9 @@ fn wait_for_writer(py: Python<'_>, feed: &Feed, bar: &mut Bar<'_>) -> Option<PyE
 /// chunk the writer threads finish. Returns `(samples, pages, file size)`.
 #[pyfunction]
 #[pyo3(signature = (path, fields, get, num_samples, page_size, num_workers, chunksize, progress=None))]
+// PyO3 maps Python arguments to parameters one for one: these are what `ffcv_rs.writer`
+// passes from FFCV's `DatasetWriter(fname, fields, page_size, num_workers)` and
+// `from_indexed_dataset(dataset, chunksize, ...)`.
 #[allow(clippy::too_many_arguments)]
 pub fn write_dataset(
     py: Python<'_>,

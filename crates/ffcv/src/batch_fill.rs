@@ -76,17 +76,32 @@ impl BatchFill {
         ids: &[u64],
         slot: &mut Slot,
     ) -> Result<()> {
-        fill(
+        let BatchFill {
+            plans,
+            records,
+            decoded,
+        } = self;
+        let from = Sources {
             shared,
             fields,
-            &self.plans,
+            plans,
             ctx,
             epoch,
-            ids,
-            (&mut self.records, &mut self.decoded),
-            slot,
-        )
+        };
+        fill(from, ids, (records, decoded), slot)
     }
+}
+
+/// What every chunk of a batch is filled from: the loader's shared state, the fields with
+/// their plans, and the epoch (its cache and number). The same for every batch of an
+/// epoch; one value instead of five arguments threaded through each fill function.
+#[derive(Clone, Copy)]
+struct Sources<'a> {
+    shared: &'a Shared,
+    fields: &'a [FieldRunner],
+    plans: &'a [FieldPlan],
+    ctx: &'a EpochContext,
+    epoch: u64,
 }
 
 /// How one field of a batch is filled; worked out once per epoch so that the per-sample
@@ -185,17 +200,19 @@ struct Dest<'a> {
 
 /// Fills the slot for batch `ids`: copied fields straight into their rows, other fields
 /// as records then through their pipelines; and the slot's lengths and sample ids.
-#[allow(clippy::too_many_arguments)]
 fn fill(
-    shared: &Shared,
-    fields: &[FieldRunner],
-    plans: &[FieldPlan],
-    ctx: &EpochContext,
-    epoch: u64,
+    from: Sources<'_>,
     ids: &[u64],
     (records, decoded): (&mut [Vec<u8>], &mut [Vec<u8>]),
     slot: &mut Slot,
 ) -> Result<()> {
+    let Sources {
+        shared,
+        fields,
+        plans,
+        epoch,
+        ..
+    } = from;
     let n = ids.len();
     let chunk = chunk_samples(plans, n, shared.pool.current_num_threads());
     for (out, p) in slot.outputs.iter_mut().zip(plans) {
@@ -258,15 +275,7 @@ fn fill(
             .map(|(ci, mut dests)| {
                 let start = ci * chunk;
                 let end = (start + chunk).min(n);
-                fill_chunk(
-                    shared,
-                    fields,
-                    plans,
-                    ctx,
-                    epoch,
-                    &ids[start..end],
-                    &mut dests,
-                )
+                fill_chunk(from, &ids[start..end], &mut dests)
             })
             .try_reduce(|| 0, |a, b| Ok(a + b))
     })?;
@@ -329,15 +338,14 @@ struct Resolved<'c> {
 /// Fills samples `ids` (one chunk of the batch) of every field into `dests`; returns the
 /// payload bytes. Two passes: the first reads every metadata row and asks for every
 /// sample's first data lines, so that the misses of the chunk overlap; the second copies.
-fn fill_chunk(
-    shared: &Shared,
-    fields: &[FieldRunner],
-    plans: &[FieldPlan],
-    ctx: &EpochContext,
-    epoch: u64,
-    ids: &[u64],
-    dests: &mut [Dest<'_>],
-) -> Result<u64> {
+fn fill_chunk(from: Sources<'_>, ids: &[u64], dests: &mut [Dest<'_>]) -> Result<u64> {
+    let Sources {
+        shared,
+        fields,
+        plans,
+        ctx,
+        epoch,
+    } = from;
     let nf = fields.len();
     let mut resolved: Vec<Resolved<'_>> = Vec::with_capacity(ids.len() * nf);
     let mut payload = 0u64;

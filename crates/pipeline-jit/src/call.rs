@@ -32,25 +32,38 @@ impl Drop for Compiled {
     }
 }
 
-/// Run the stage on one chunk of `ids.len()` samples. On a kernel failure returns
+/// One chunk of samples for a compiled stage: their ids and random draws
+/// (`rand_per_sample` each), the input rows (`input_bytes` apart) and the output rows
+/// (`output_bytes` apart). Named, since the three sizes are easy to swap.
+pub(crate) struct StageChunk<'a> {
+    pub(crate) ids: &'a [u64],
+    pub(crate) rand: &'a [i64],
+    pub(crate) rand_per_sample: usize,
+    pub(crate) input: &'a [u8],
+    pub(crate) input_bytes: usize,
+    pub(crate) output: &'a mut [u8],
+    pub(crate) output_bytes: usize,
+}
+
+/// Run the stage on one chunk of `ids.len()` samples, with `scratch` holding one buffer
+/// per scratch slot of the stage. On a kernel failure returns
 /// `Err((position in chunk, step index, code))`.
 ///
 /// Panics if a buffer does not match the stage's layout (a bug in [`crate::exec`]).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the stage's buffers, spelled out"
-)]
 pub(crate) fn run_stage(
     c: &Compiled,
-    ids: &[u64],
-    rand: &[i64],
-    rand_per_sample: usize,
-    input: &[u8],
-    input_bytes: usize,
-    output: &mut [u8],
-    output_bytes: usize,
+    chunk: StageChunk<'_>,
     scratch: &mut [&mut [u8]],
 ) -> Result<(), (usize, usize, i32)> {
+    let StageChunk {
+        ids,
+        rand,
+        rand_per_sample,
+        input,
+        input_bytes,
+        output,
+        output_bytes,
+    } = chunk;
     let n = ids.len();
     assert_eq!(rand.len(), n * rand_per_sample, "random table size");
     assert!(input.len() >= n * input_bytes, "input chunk size");

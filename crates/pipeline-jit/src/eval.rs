@@ -4,8 +4,8 @@
 //! cutout, clamp, ...); the code generator must agree with it bit for bit.
 
 use crate::half::{f16_from_f64, f16_to_f64};
-use crate::ir::{BinOp, CmpOp, Cond, Expr, Index};
-use crate::state::ElemType;
+use crate::ir::{BinOp, CmpOp, Cond, Expr, ExprKernel, Index};
+use crate::state::{ElemType, State};
 
 /// A typed scalar.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -273,21 +273,18 @@ impl Env<'_> {
     }
 }
 
-/// Evaluate `expr` for every element of one output sample (row-major over `out_shape`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one sample's input and output, spelled out"
-)]
+/// Evaluate `kernel`'s expression for every element of one output sample (row-major over
+/// its output shape), reading the sample's `input` (of state `input_state`) and its random
+/// draws `rand`.
 pub(crate) fn eval_sample(
-    expr: &Expr,
-    out_shape: &[usize],
-    out_dtype: ElemType,
-    out: &mut [u8],
-    rand: &[i64],
+    kernel: &ExprKernel,
+    input_state: &State,
     input: &[u8],
-    in_shape: &[usize],
-    in_dtype: ElemType,
+    rand: &[i64],
+    out: &mut [u8],
 ) {
+    let (expr, out_shape, out_dtype) = (&kernel.expr, &kernel.output.shape, kernel.output.dtype);
+    let (in_shape, in_dtype) = (&input_state.shape, input_state.dtype);
     let n: usize = out_shape.iter().product();
     let mut coords = vec![0i64; out_shape.len()];
     for elem in 0..n {

@@ -354,8 +354,16 @@ impl Executor {
                         .zip(&sizes)
                         .map(|(a, &s)| a.get(s))
                         .collect();
-                    let input = &batch.input[r.start * ib..r.end * ib];
-                    call::run_stage(compiled, ids, &rand, slots, input, ib, out, ob, &mut bufs)
+                    let chunk = call::StageChunk {
+                        ids,
+                        rand: &rand,
+                        rand_per_sample: slots,
+                        input: &batch.input[r.start * ib..r.end * ib],
+                        input_bytes: ib,
+                        output: out,
+                        output_bytes: ob,
+                    };
+                    call::run_stage(compiled, chunk, &mut bufs)
                         .map_err(|(pos, step, code)| self.kernel_error(step, ids[pos], code))
                 })
                 .collect()
@@ -419,7 +427,13 @@ impl Executor {
                             let inp = &src[pos * ib..(pos + 1) * ib];
                             let o = &mut out[k * ob..(k + 1) * ob];
                             let row = &rand[pos * slots..(pos + 1) * slots];
-                            self.apply(step, f, inp, o, row, batch.sample_ids[pos], &mut guard[i])?;
+                            let one = OneSample {
+                                sample: batch.sample_ids[pos],
+                                input: inp,
+                                output: o,
+                                rand: row,
+                            };
+                            self.apply(step, f, one, &mut guard[i])?;
                         }
                         Ok(())
                     })
@@ -430,17 +444,20 @@ impl Executor {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Runs `step` on one sample (through its fast path when it has one).
     fn apply(
         &self,
         step: &Step,
         fast: Option<&Fast>,
-        inp: &[u8],
-        out: &mut [u8],
-        rand: &[i64],
-        sample: u64,
+        one: OneSample<'_>,
         scratch: &mut AlignedBuf,
     ) -> Result<()> {
+        let OneSample {
+            sample,
+            input: inp,
+            output: out,
+            rand,
+        } = one;
         match &step.lowered {
             Lowered::Native(k) => {
                 let seed = rand[step.rand_offset] as u64;
@@ -459,21 +476,21 @@ impl Executor {
                 Some(Fast::Lut { c, size, table }) => lut(inp, out, *c, *size, table),
                 None => {
                     let r = &rand[step.rand_offset..step.rand_offset + k.random.len()];
-                    eval_sample(
-                        &k.expr,
-                        &k.output.shape,
-                        k.output.dtype,
-                        out,
-                        r,
-                        inp,
-                        &step.input.shape,
-                        step.input.dtype,
-                    );
+                    eval_sample(k, &step.input, inp, r, out);
                 }
             },
         }
         Ok(())
     }
+}
+
+/// One sample's buffers for one interpreted step: its id, its input and output rows, and
+/// the random draws of every step for it.
+struct OneSample<'a> {
+    sample: u64,
+    input: &'a [u8],
+    output: &'a mut [u8],
+    rand: &'a [i64],
 }
 
 fn split_i64<'a>(

@@ -347,7 +347,25 @@ impl AreaResizer {
                 got: dst.len(),
             });
         }
-        self.run(src, src_stride, sh, sw, &mut dst[..dst_needed], dh, dw);
+        let dst = &mut dst[..dst_needed];
+        self.prepare(sh, sw, dh, dw);
+        let view = View {
+            data: src,
+            stride: src_stride,
+            h: sh as usize,
+            row: sw as usize * CN,
+        };
+        let dwidth = dw as usize * CN;
+        match self.plan {
+            Plan::Copy => {
+                for (y, out) in dst.chunks_exact_mut(dwidth).enumerate() {
+                    out.copy_from_slice(view.row(y));
+                }
+            }
+            Plan::Fast { sx, sy } => resize_fast(&view, dst, dwidth, sx, sy),
+            Plan::Area => self.resize_area(&view, dst, dwidth),
+            Plan::Linear { xmax } => self.resize_linear(&view, dst, dwidth, xmax),
+        }
         Ok(())
     }
 
@@ -375,39 +393,6 @@ impl AreaResizer {
             });
         }
         Ok(())
-    }
-
-    /// Resizes a checked view into `dst`, exactly `dh x dw` RGB pixels long.
-    #[allow(clippy::too_many_arguments)] // resize_into's shape
-    fn run(
-        &mut self,
-        src: &[u8],
-        src_stride: usize,
-        sh: u32,
-        sw: u32,
-        dst: &mut [u8],
-        dh: u32,
-        dw: u32,
-    ) {
-        self.prepare(sh, sw, dh, dw);
-        let view = View {
-            data: src,
-            stride: src_stride,
-            h: sh as usize,
-            row: sw as usize * CN,
-        };
-        debug_assert_eq!(dst.len(), rgb_len(dh, dw));
-        let dwidth = dw as usize * CN;
-        match self.plan {
-            Plan::Copy => {
-                for (y, out) in dst.chunks_exact_mut(dwidth).enumerate() {
-                    out.copy_from_slice(view.row(y));
-                }
-            }
-            Plan::Fast { sx, sy } => resize_fast(&view, dst, dwidth, sx, sy),
-            Plan::Area => self.resize_area(&view, dst, dwidth),
-            Plan::Linear { xmax } => self.resize_linear(&view, dst, dwidth, xmax),
-        }
     }
 
     /// Resizes the `crop` of the packed `height x width` RGB image `image`

@@ -42,7 +42,6 @@ pub(super) fn sat_u8_row(isa: Isa, src: &[f32], out: &mut [u8]) {
 /// AVX2 the first `npairs` pairs of pixels go through the vector kernel.
 // `npairs` is only read by the AVX2 arm.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn hsum_area(
     isa: Isa,
     s: &[u8],
@@ -77,6 +76,9 @@ pub(super) fn hsum_area(
 /// [`hsum_area`] with the windowed AVX2 pass first: it takes the leading
 /// pairs `windows` covers, the general AVX2 pass the rest of the first
 /// `npairs`, the portable pass what remains.
+// The x table's parts (`windows`, `taps`, `weights`, `ntap`, `npairs`) come as the
+// resizer's fields, borrowed beside the row buffers it mutates; the SIMD tests call this
+// with tables of their own.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn hsum_area_row(
     isa: Isa,

@@ -314,16 +314,16 @@ impl TurboDecoder {
                         *slot = (k, td, ta);
                     }
                     let region = Region::new(crop, ow, oh);
-                    let end = self.decode_scan(
+                    let input = ScanInput {
                         jpeg,
-                        walk.position(),
+                        start: walk.position(),
                         comps,
-                        &scan[..ns],
-                        (&qt, &qraw),
-                        (width, height, hmax, vmax),
+                        scan: &scan[..ns],
+                        tables: (&qt, &qraw),
+                        size: (width, height, hmax, vmax),
                         restart_interval,
-                        &region,
-                    )?;
+                    };
+                    let end = self.decode_scan(&input, &region)?;
                     walk.resume_at(end);
                     scanned = true;
                     for &(k, _, _) in &scan[..ns] {
@@ -356,90 +356,37 @@ impl TurboDecoder {
     /// Decodes one scan (see [`Self::decode_scan_body`]), compiled for BMI2
     /// where the CPU has it: the bit buffer's variable shifts, on the
     /// entropy decoder's critical path, become one-cycle `shlx`/`shrx`.
-    #[allow(clippy::too_many_arguments)]
-    fn decode_scan(
-        &mut self,
-        jpeg: &[u8],
-        start: usize,
-        comps: &[Component],
-        scan: &[(usize, usize, usize)],
-        tables: (&[[i32; 64]; 4], &[[i32; 64]; 4]),
-        size: (usize, usize, usize, usize),
-        restart_interval: usize,
-        region: &Region,
-    ) -> Result<usize> {
+    fn decode_scan(&mut self, input: &ScanInput<'_>, region: &Region) -> Result<usize> {
         #[cfg(target_arch = "x86_64")]
         if self.isa != Isa::Scalar && std::arch::is_x86_feature_detected!("bmi2") {
             // SAFETY: the CPU has BMI2 (checked just above), all that
             // `decode_scan_bmi2` enables.
-            return unsafe {
-                self.decode_scan_bmi2(
-                    jpeg,
-                    start,
-                    comps,
-                    scan,
-                    tables,
-                    size,
-                    restart_interval,
-                    region,
-                )
-            };
+            return unsafe { self.decode_scan_bmi2(input, region) };
         }
-        self.decode_scan_body(
-            jpeg,
-            start,
-            comps,
-            scan,
-            tables,
-            size,
-            restart_interval,
-            region,
-        )
+        self.decode_scan_body(input, region)
     }
 
     /// [`Self::decode_scan_body`] compiled with BMI2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "bmi2")]
-    #[allow(clippy::too_many_arguments)]
-    fn decode_scan_bmi2(
-        &mut self,
-        jpeg: &[u8],
-        start: usize,
-        comps: &[Component],
-        scan: &[(usize, usize, usize)],
-        tables: (&[[i32; 64]; 4], &[[i32; 64]; 4]),
-        size: (usize, usize, usize, usize),
-        restart_interval: usize,
-        region: &Region,
-    ) -> Result<usize> {
-        self.decode_scan_body(
-            jpeg,
-            start,
-            comps,
-            scan,
-            tables,
-            size,
-            restart_interval,
-            region,
-        )
+    fn decode_scan_bmi2(&mut self, input: &ScanInput<'_>, region: &Region) -> Result<usize> {
+        self.decode_scan_body(input, region)
     }
 
     /// Decodes one scan's MCUs into the planes: the DC and AC coefficients
     /// of every block, and the IDCT of the blocks `region` needs; returns
     /// the position after the last byte read.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn decode_scan_body(
-        &mut self,
-        jpeg: &[u8],
-        start: usize,
-        comps: &[Component],
-        scan: &[(usize, usize, usize)],
-        (qt, qraw): (&[[i32; 64]; 4], &[[i32; 64]; 4]),
-        (width, height, hmax, vmax): (usize, usize, usize, usize),
-        restart_interval: usize,
-        region: &Region,
-    ) -> Result<usize> {
+    fn decode_scan_body(&mut self, input: &ScanInput<'_>, region: &Region) -> Result<usize> {
+        let &ScanInput {
+            jpeg,
+            start,
+            comps,
+            scan,
+            tables: (qt, qraw),
+            size: (width, height, hmax, vmax),
+            restart_interval,
+        } = input;
         let err = |m: &str| corrupt(jpeg.len(), m);
         let mut bits = Bits::new(jpeg, start);
         let mut pred = [0i32; 3];
@@ -542,7 +489,6 @@ impl TurboDecoder {
     }
 
     /// Upsamples chroma as libjpeg-turbo's fancy upsampler and converts to RGB.
-    #[allow(clippy::too_many_arguments)]
     fn convert(
         &mut self,
         comps: &[Component],
@@ -591,6 +537,21 @@ impl TurboDecoder {
             }
         }
     }
+}
+
+/// One scan to decode: the stream and where the scan's entropy-coded data starts, the
+/// frame's components and the scan's `(component, DC table, AC table)` triples, the
+/// quantisation tables (scaled for the IDCT, and as stored), the frame's
+/// `(width, height, hmax, vmax)` and its restart interval. One value rather than seven
+/// arguments through the BMI2 dispatch.
+struct ScanInput<'a> {
+    jpeg: &'a [u8],
+    start: usize,
+    comps: &'a [Component],
+    scan: &'a [(usize, usize, usize)],
+    tables: (&'a [[i32; 64]; 4], &'a [[i32; 64]; 4]),
+    size: (usize, usize, usize, usize),
+    restart_interval: usize,
 }
 
 /// The pixels a decode must get right: rows `y0..y1`, columns `x0..x1`.
