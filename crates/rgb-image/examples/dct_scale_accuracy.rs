@@ -32,6 +32,34 @@ struct Photo {
     w: u16,
 }
 
+impl Photo {
+    /// Decodes the photo with `kernel` into the `size x size` image `pixels`, a random
+    /// crop's box drawn from a generator seeded by `seed` (the photo's index, so that the
+    /// exact and reduced paths crop the same box).
+    fn decode(
+        &self,
+        kernel: &mut RgbDecoderKernel,
+        kind: &RgbDecoderKind,
+        seed: u64,
+        pixels: &mut [u8],
+        size: u32,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let stored = StoredImage {
+            mode: JPEG,
+            width: self.w,
+            height: self.h,
+            data: &self.jpeg,
+        };
+        let out = ImageOut {
+            pixels,
+            height: size,
+            width: size,
+        };
+        kernel.decode_sample(kind, stored, &mut Pcg64::seed_from_u64(seed), out)?;
+        Ok(())
+    }
+}
+
 /// The `f x f` box means of a `h x w` RGB image (edge groups over the pixels they
 /// have), rounded: the ideal reduced image the DCT-domain one approximates.
 fn box_mean(full: &[u8], h: usize, w: usize, f: usize) -> Vec<u8> {
@@ -137,38 +165,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 let scaled = dct_scaled_crop(h, w, crop, size, size);
                 reduced += usize::from(scaled.is_some());
-                let mut rng = Pcg64::seed_from_u64(k as u64);
-                exact.decode_sample(
-                    kind,
-                    StoredImage {
-                        mode: JPEG,
-                        width: p.w,
-                        height: p.h,
-                        data: &p.jpeg,
-                    },
-                    &mut rng,
-                    ImageOut {
-                        pixels: &mut a,
-                        height: size,
-                        width: size,
-                    },
-                )?;
-                let mut rng = Pcg64::seed_from_u64(k as u64);
-                fast.decode_sample(
-                    kind,
-                    StoredImage {
-                        mode: JPEG,
-                        width: p.w,
-                        height: p.h,
-                        data: &p.jpeg,
-                    },
-                    &mut rng,
-                    ImageOut {
-                        pixels: &mut b,
-                        height: size,
-                        width: size,
-                    },
-                )?;
+                p.decode(&mut exact, kind, k as u64, &mut a, size)?;
+                p.decode(&mut fast, kind, k as u64, &mut b, size)?;
                 if let Some((shift, rcrop)) = scaled {
                     let (hu, wu) = (h as usize, w as usize);
                     let mut full = vec![0u8; hu * wu * 3];
@@ -201,23 +199,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..ROUNDS {
                 for (k, p) in photos.iter().enumerate() {
                     for (kernel, total) in [(&mut exact, &mut t_exact), (&mut fast, &mut t_fast)] {
-                        let mut rng = Pcg64::seed_from_u64(k as u64);
                         let t = Instant::now();
-                        kernel.decode_sample(
-                            kind,
-                            StoredImage {
-                                mode: JPEG,
-                                width: p.w,
-                                height: p.h,
-                                data: &p.jpeg,
-                            },
-                            &mut rng,
-                            ImageOut {
-                                pixels: &mut a,
-                                height: size,
-                                width: size,
-                            },
-                        )?;
+                        p.decode(kernel, kind, k as u64, &mut a, size)?;
                         *total += t.elapsed().as_secs_f64();
                     }
                 }

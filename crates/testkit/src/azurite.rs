@@ -2,12 +2,11 @@
 //! tests: started if it is installed, with uploads signed by the emulator's public shared
 //! key.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::spawned::Spawned;
+use crate::spawned::{Spawned, exchange};
 
 /// How long a request waits on its socket before giving up.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(10);
@@ -169,8 +168,6 @@ impl Azurite {
             &engine.decode(AZURITE_KEY).unwrap(),
         );
         let signature = engine.encode(ring::hmac::sign(&key, to_sign.as_bytes()).as_ref());
-        let mut conn = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))?;
-        conn.set_read_timeout(Some(SOCKET_TIMEOUT))?;
         let mut head = format!(
             "{verb} /{AZURITE_ACCOUNT}/{path}{query} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\
              Connection: close\r\nAuthorization: SharedKey {AZURITE_ACCOUNT}:{signature}\r\n",
@@ -181,16 +178,6 @@ impl Azurite {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        conn.write_all(head.as_bytes())?;
-        conn.write_all(body)?;
-        let mut out = Vec::new();
-        conn.read_to_end(&mut out)?;
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let code = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        Ok((code, text))
+        exchange(&self.addr, SOCKET_TIMEOUT, &head, body)
     }
 }

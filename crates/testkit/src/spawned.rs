@@ -1,7 +1,9 @@
 //! A test server program (moto, Azurite) run as a child process on a free loopback port:
 //! found among candidate paths, started, waited for until it accepts connections, and
-//! killed and reaped on drop. Shared by `servers` (moto) and `azurite`.
+//! killed and reaped on drop; and one HTTP exchange with it ([`exchange`]). Shared by
+//! `servers` (moto) and `azurite`.
 
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -68,4 +70,29 @@ impl Drop for Spawned {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends one HTTP/1.1 request (`head`, the request line and headers ending in a blank
+/// line, with `Connection: close`; then `body`) to `addr` and reads the whole answer,
+/// waiting up to `answer_timeout` on the socket. Returns the status code (0 when the
+/// answer has none) and the answer as text.
+pub(crate) fn exchange(
+    addr: &SocketAddr,
+    answer_timeout: Duration,
+    head: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    let mut conn = TcpStream::connect_timeout(addr, Duration::from_secs(5))?;
+    conn.set_read_timeout(Some(answer_timeout))?;
+    conn.write_all(head.as_bytes())?;
+    conn.write_all(body)?;
+    let mut out = Vec::new();
+    conn.read_to_end(&mut out)?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, text))
 }

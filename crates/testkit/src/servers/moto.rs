@@ -2,12 +2,11 @@
 //! benchmark: found, started on a free port, given buckets and objects, and stopped
 //! (killed and reaped) on drop.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::spawned::Spawned;
+use crate::spawned::{Spawned, exchange};
 
 /// How long an upload may wait for moto's answer: it stores the whole object first,
 /// which takes seconds for the benchmark's files of a few hundred megabytes.
@@ -128,8 +127,6 @@ impl Moto {
     /// by the service in its credential scope and does not check the signature, so a
     /// fixed one does.
     fn request_signed(&self, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
-        let mut conn = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
-        conn.set_read_timeout(Some(ANSWER_TIMEOUT))?;
         let head = format!(
             "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
              x-amz-date: 20261201T120000Z\r\nx-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\
@@ -138,17 +135,7 @@ impl Moto {
             self.addr,
             body.len()
         );
-        conn.write_all(head.as_bytes())?;
-        conn.write_all(body)?;
-        let mut out = Vec::new();
-        conn.read_to_end(&mut out)?;
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let code = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        Ok((code, text))
+        exchange(&self.addr, ANSWER_TIMEOUT, &head, body)
     }
 }
 
