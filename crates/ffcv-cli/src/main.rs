@@ -123,15 +123,5 @@ fn is_broken_pipe(err: &(dyn StdError + 'static)) -> bool {
 
 /// The error and its causes on one line; a cause already quoted by its parent is not repeated.
 fn one_line(err: &(dyn StdError + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message.replace(['\n', '\r'], " ")
+    ffcv::message_with_causes(err).replace(['\n', '\r'], " ")
 }

@@ -81,22 +81,7 @@ pub fn from_ffcv(py: Python<'_>, e: ffcv::Error) -> PyErr {
         ffcv::Error::Decode { field, sample, .. } => (Some(field.as_str()), Some(*sample)),
         _ => (None, None),
     };
-    make(py, kind, with_causes(&e), field, sample)
-}
-
-/// `e`'s message and, after `: `, each source's message not already in the text.
-fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
+    make(py, kind, ffcv::message_with_causes(&e), field, sample)
 }
 
 /// A beton-io error (from the writer) as the matching exception.

@@ -174,6 +174,30 @@ pub enum Error {
 /// `Result` with the facade's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// `e`'s message followed by each of its sources' messages (`: ` between) that the text
+/// does not already hold: how the front ends report an error in one message, the causes
+/// a user's decoder or field handler gave included (the CLI's `ffcv: error:` line, the
+/// Python exceptions).
+///
+/// ```
+/// let cause = std::io::Error::new(std::io::ErrorKind::NotFound, "labels.csv");
+/// let e = ffcv::ExtensionError::with_source("cannot look up the label", cause);
+/// assert_eq!(ffcv::message_with_causes(&e), "cannot look up the label: labels.csv");
+/// ```
+pub fn message_with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
 /// An extension's error as the loader reports it: its message, and the error itself when
 /// it carries a cause (kept as the report's source; without one the message says it all).
 pub(crate) fn extension_parts(

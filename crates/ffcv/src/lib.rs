@@ -101,7 +101,7 @@ pub use cpus::affinity_cpus;
 pub use decode::views::view_seed;
 pub use decode::{Decoder, DecoderChoice, DecoderOutput, OutputKind, PipelineSpec};
 pub use epoch::{EpochIter, WaitTimedOut};
-pub use error::{Error, Result};
+pub use error::{Error, Result, message_with_causes};
 pub use loader::{FilterValue, Loader, LoaderStats};
 pub use memory::{Element, HeapAllocator, HeapMemory, SlotAllocator, SlotMemory};
 pub use mixture::{Mixture, MixtureSource, MixtureSpec, WhenExhausted};

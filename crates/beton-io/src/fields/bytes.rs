@@ -3,8 +3,9 @@
 //! with `VAR_ARRAY_MAGIC` describes a `VarArrayField` instead (`var_array.rs`), one opening
 //! with `IMAGE_MAGIC` an `ImageField` (`image.rs`).
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType};

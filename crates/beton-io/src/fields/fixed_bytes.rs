@@ -3,8 +3,9 @@
 //! embedding stored as bytes); the argument block holds `len` as a little-endian u64 and
 //! the metadata is the u64 pointer alone, like an NDArray's.
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType};

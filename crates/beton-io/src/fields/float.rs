@@ -1,7 +1,8 @@
 //! `FloatField` (type id 0): a float64 scalar kept in the metadata.
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType};

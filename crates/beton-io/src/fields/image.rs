@@ -22,8 +22,9 @@
 //! | 16..20 | u32 bits per channel sample: 8 or 16 |
 //! | 20.. | zeros |
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType, ImageArgs};

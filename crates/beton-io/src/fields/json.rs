@@ -1,8 +1,9 @@
 //! `JSONField` (type id 5): `json.dumps(value)` plus a NUL byte in the data region; the
 //! metadata is the packed `{ptr: u64, size: u64}`, `size` counting the NUL.
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType};

@@ -2,8 +2,9 @@
 //! data region, dtype and shape in the argument block ([`NdArrayArgs`]); the metadata is the
 //! u64 pointer alone. The two are stored identically and differ only in type id and name.
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{ExtentRule, FieldKind, put_u64, stored, u64_at, wrong_value};
 use crate::format::{ARGS_SIZE, FieldMetadata, FieldType, NdArrayArgs};

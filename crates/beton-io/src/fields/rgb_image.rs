@@ -1,8 +1,9 @@
 //! `RGBImageField` (type id 2): raw H x W x 3 pixels or a JPEG stream in the data region;
 //! the metadata is the packed `{mode: u8, width: u16, height: u16, data_ptr: u64}`.
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::{Extent, ExtentRule, FieldKind, StoredLen, put_u64, stored, u64_at, wrong_value};
 use crate::format::{FieldMetadata, FieldType, IMAGE_MODE_JPEG, IMAGE_MODE_RAW};

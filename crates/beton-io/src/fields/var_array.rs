@@ -17,8 +17,9 @@
 //! | 24..24 + 8 * 31 | the inner dimensions (u64, each at least 1), then zeros |
 //! | 272.. | the dtype description, numpy's descr JSON as an NDArray field's (`[["", "<f4"]]`), then zeros |
 
-use extension_error::ExtensionError;
 use std::borrow::Cow;
+
+use extension_error::ExtensionError;
 
 use super::Extent;
 use super::{ExtentRule, FieldKind, StoredLen, put_u64, stored, u64_at, wrong_value};

@@ -179,6 +179,15 @@ fn io_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io:
     None
 }
 
+/// Asserts that `e`'s chain of sources holds [`lookup_failed`]'s I/O error.
+fn assert_lookup_is_the_cause(e: &(dyn std::error::Error + 'static)) {
+    assert_eq!(
+        io_cause(e).map(|io| io.to_string()),
+        Some("labels.csv".into()),
+        "{e}"
+    );
+}
+
 /// `IntDecoder`, failing on sample 3 with [`lookup_failed`].
 struct FailsOnThree;
 
@@ -235,10 +244,7 @@ fn a_users_decoder_error_keeps_its_source() {
                     (message.as_str(), decoder.as_str()),
                     ("cannot look up the label", "FailsOnThree")
                 );
-                assert_eq!(
-                    io_cause(e).map(|io| io.to_string()),
-                    Some("labels.csv".into())
-                );
+                assert_lookup_is_the_cause(e);
             }
             other => panic!("compile={compile}: {other:?}"),
         }
@@ -279,10 +285,7 @@ fn a_slot_stage_error_keeps_its_source() {
             ),
         ] => {
             assert_eq!(message, "cannot look up the label");
-            assert_eq!(
-                io_cause(e).map(|io| io.to_string()),
-                Some("labels.csv".into())
-            );
+            assert_lookup_is_the_cause(e);
         }
         other => panic!("{other:?}"),
     }
@@ -322,10 +325,7 @@ fn an_operations_refusal_keeps_its_source() {
         err.to_string().contains("cannot look up the label"),
         "{err}"
     );
-    assert_eq!(
-        io_cause(&err).map(|io| io.to_string()),
-        Some("labels.csv".into())
-    );
+    assert_lookup_is_the_cause(&err);
 }
 
 /// `IntDecoder`, refusing every field with [`lookup_failed`] when the loader is built.
@@ -367,10 +367,7 @@ fn a_decoders_refusal_keeps_its_source() {
                 text.contains("RefusesToDeclare") && text.contains("cannot look up the label"),
                 "{text}"
             );
-            assert_eq!(
-                io_cause(&e).map(|io| io.to_string()),
-                Some("labels.csv".into())
-            );
+            assert_lookup_is_the_cause(&e);
         }
         Err(other) => panic!("{other:?}"),
         Ok(_) => panic!("the decoder refused the field"),
@@ -488,10 +485,7 @@ fn a_custom_handlers_error_keeps_its_source() {
             if reason == "cannot look up the label"),
         "{e:?}"
     );
-    assert_eq!(
-        io_cause(&e).map(|io| io.to_string()),
-        Some("labels.csv".into())
-    );
+    assert_lookup_is_the_cause(&e);
 
     // An epoch: locating sample 0's bytes fails; the decode error carries the cause.
     let mut loader = Loader::builder(&path)
@@ -511,10 +505,7 @@ fn a_custom_handlers_error_keeps_its_source() {
             ),
         ] => {
             assert_eq!(message, "invalid metadata: cannot look up the label");
-            assert_eq!(
-                io_cause(e).map(|io| io.to_string()),
-                Some("labels.csv".into())
-            );
+            assert_lookup_is_the_cause(e);
         }
         other => panic!("{other:?}"),
     }
