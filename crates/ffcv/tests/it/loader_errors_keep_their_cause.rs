@@ -188,6 +188,19 @@ fn assert_lookup_is_the_cause(e: &(dyn std::error::Error + 'static)) {
     );
 }
 
+/// Runs one epoch of `loader`, which must end with an error before any batch, and returns
+/// that error once every loader thread has ended.
+fn the_epochs_only_error(loader: &mut Loader) -> Error {
+    let mut items: Vec<_> = loader.iter().collect();
+    assert_eq!(items.len(), 1, "one item, the error");
+    let Some(Err(e)) = items.pop() else {
+        panic!("the epoch's first item is a batch")
+    };
+    drop(items);
+    assert_eq!(loader.live_threads(), 0);
+    e
+}
+
 /// `IntDecoder`, failing on sample 3 with [`lookup_failed`].
 struct FailsOnThree;
 
@@ -228,28 +241,20 @@ fn a_users_decoder_error_keeps_its_source() {
             .pipeline("index", PipelineSpec::new(FailsOnThree))
             .build()
             .unwrap();
-        let items: Vec<_> = loader.iter().collect();
-        match &items[..] {
-            [
-                Err(
-                    e @ Error::Decode {
-                        sample: 3,
-                        message,
-                        decoder,
-                        ..
-                    },
-                ),
-            ] => {
-                assert_eq!(
-                    (message.as_str(), decoder.as_str()),
-                    ("cannot look up the label", "FailsOnThree")
-                );
-                assert_lookup_is_the_cause(e);
-            }
+        let e = the_epochs_only_error(&mut loader);
+        match &e {
+            Error::Decode {
+                sample: 3,
+                message,
+                decoder,
+                ..
+            } => assert_eq!(
+                (message.as_str(), decoder.as_str()),
+                ("cannot look up the label", "FailsOnThree")
+            ),
             other => panic!("compile={compile}: {other:?}"),
         }
-        drop(items);
-        assert_eq!(loader.live_threads(), 0);
+        assert_lookup_is_the_cause(&e);
     }
 }
 
@@ -275,22 +280,12 @@ fn a_slot_stage_error_keeps_its_source() {
         .slot_stage(Arc::new(FailingStage))
         .build()
         .unwrap();
-    let items: Vec<_> = loader.iter().collect();
-    match &items[..] {
-        [
-            Err(
-                e @ Error::SlotStage {
-                    batch: 0, message, ..
-                },
-            ),
-        ] => {
-            assert_eq!(message, "cannot look up the label");
-            assert_lookup_is_the_cause(e);
-        }
-        other => panic!("{other:?}"),
-    }
-    drop(items);
-    assert_eq!(loader.live_threads(), 0);
+    let e = the_epochs_only_error(&mut loader);
+    assert!(
+        matches!(&e, Error::SlotStage { batch: 0, message, .. } if message == "cannot look up the label"),
+        "{e:?}"
+    );
+    assert_lookup_is_the_cause(&e);
 }
 
 /// An operation that refuses every state with [`lookup_failed`].
@@ -495,20 +490,11 @@ fn a_custom_handlers_error_keeps_its_source() {
         .pipeline("located", PipelineSpec::new(FirstByte))
         .build()
         .unwrap();
-    let items: Vec<_> = loader.iter().collect();
-    match &items[..] {
-        [
-            Err(
-                e @ Error::Decode {
-                    sample: 0, message, ..
-                },
-            ),
-        ] => {
-            assert_eq!(message, "invalid metadata: cannot look up the label");
-            assert_lookup_is_the_cause(e);
-        }
-        other => panic!("{other:?}"),
-    }
-    drop(items);
-    assert_eq!(loader.live_threads(), 0);
+    let e = the_epochs_only_error(&mut loader);
+    assert!(
+        matches!(&e, Error::Decode { sample: 0, message, .. }
+            if message == "invalid metadata: cannot look up the label"),
+        "{e:?}"
+    );
+    assert_lookup_is_the_cause(&e);
 }
