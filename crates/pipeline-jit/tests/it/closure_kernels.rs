@@ -3,8 +3,10 @@
 //! `Error::KernelFailed` carrying the message and naming the sample, and the process (and
 //! the executor) keep working.
 
+use crate::common;
+
 use pipeline_jit::{
-    BatchBuffers, ElemType, Error, Executor, KernelCall, Lowered, NativeKernel, Operation, Options,
+    BatchBuffers, ElemType, Error, Executor, KernelCall, Lowered, NativeKernel, Operation,
     Pipeline, State,
 };
 
@@ -37,14 +39,7 @@ impl Operation for Double {
 
 fn executor(compile: bool) -> Executor {
     let p = Pipeline::new(State::cpu([4], ElemType::U8)).then(Double);
-    Executor::new(
-        &p,
-        &Options {
-            num_workers: 2,
-            compile,
-        },
-    )
-    .unwrap()
+    common::executor(&p, compile, 2)
 }
 
 fn run(ex: &Executor, ids: &[u64]) -> Result<Vec<u8>, Error> {

@@ -7,8 +7,8 @@ use crate::common;
 use std::sync::Arc;
 
 use pipeline_jit::{
-    BatchBuffers, BinOp, ElemType, Error, Executor, Expr, ExprKernel, KernelArgs, Lowered,
-    NativeKernel, Operation, Options, Pipeline, State,
+    BatchBuffers, BinOp, ElemType, Error, Expr, ExprKernel, KernelArgs, Lowered, NativeKernel,
+    Operation, Pipeline, State,
 };
 
 /// A "decoder": sample `i` is `store[i]` (4 bytes), fetched through the context.
@@ -91,14 +91,7 @@ fn user_kernel_and_user_ir_op_work_in_both_modes() {
 fn kernel_failure_names_operation_and_sample() {
     let p = pipeline(vec![[0; 4]; 5]);
     for compile in [true, false] {
-        let ex = Executor::new(
-            &p,
-            &Options {
-                num_workers: 2,
-                compile,
-            },
-        )
-        .unwrap();
+        let ex = common::executor(&p, compile, 2);
         let mut out = vec![0u8; 4 * 4];
         let r = ex.run(BatchBuffers {
             sample_ids: &[1, 2, 13, 3],

@@ -1,10 +1,12 @@
 //! Invalid pipelines and buffers are rejected at build (or run) time with an error naming
 //! the operation, never a panic.
 
+use crate::common;
+
 use pipeline_jit::ops::{Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw};
 use pipeline_jit::{
-    BatchBuffers, BinOp, Device, ElemType, Error, Executor, Expr, ExprKernel, Index, Lowered,
-    Operation, Options, Pipeline, RandSpec, State,
+    BatchBuffers, BinOp, Device, ElemType, Error, Expr, ExprKernel, Index, Lowered, Operation,
+    Pipeline, RandSpec, State,
 };
 
 fn u8s(shape: &[usize]) -> State {
@@ -153,14 +155,7 @@ fn empty_pipeline_and_oversized_states_are_errors() {
 fn wrong_batch_buffers_are_errors_in_both_engines() {
     let p = Pipeline::new(u8s(&[2, 2, 3])).then(ToChw);
     for compile in [true, false] {
-        let ex = Executor::new(
-            &p,
-            &Options {
-                num_workers: 2,
-                compile,
-            },
-        )
-        .unwrap();
+        let ex = common::executor(&p, compile, 2);
         let mut out = vec![0u8; 24];
         let r = ex.run(BatchBuffers {
             sample_ids: &[0, 1],

@@ -5,7 +5,7 @@
 use crate::common;
 
 use pipeline_jit::ops::{Convert, Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw};
-use pipeline_jit::{ElemType, Executor, Options, Pipeline, State};
+use pipeline_jit::{ElemType, Executor, Pipeline, State};
 
 fn scaled(mul: f64) -> Pipeline {
     Pipeline::new(State::cpu([2, 2, 1], ElemType::U8))
@@ -16,14 +16,7 @@ fn scaled(mul: f64) -> Pipeline {
 #[test]
 fn rebuilding_with_new_parameters_changes_the_output() {
     for compile in [true, false] {
-        let mut ex = Executor::new(
-            &scaled(1.0),
-            &Options {
-                num_workers: 1,
-                compile,
-            },
-        )
-        .unwrap();
+        let mut ex = common::executor(&scaled(1.0), compile, 1);
         let input = [1, 2, 3, 4];
         assert_eq!(
             common::f32s(&common::run_with(&ex, &[0], &input, 0, 0)),
@@ -43,14 +36,7 @@ fn rebuilding_may_change_the_output_shape() {
     // Progressive resizing in miniature: the epoch's pipeline decides the output layout.
     let hwc = Pipeline::new(State::cpu([1, 2, 3], ElemType::U8)).then(Convert(ElemType::U8));
     let chw = Pipeline::new(State::cpu([1, 2, 3], ElemType::U8)).then(ToChw);
-    let mut ex = Executor::new(
-        &hwc,
-        &Options {
-            num_workers: 1,
-            compile: true,
-        },
-    )
-    .unwrap();
+    let mut ex = common::executor(&hwc, true, 1);
     let input = [0, 1, 2, 3, 4, 5];
     assert_eq!(common::run_with(&ex, &[0], &input, 0, 0), input.to_vec());
     ex.rebuild(&chw).unwrap();
@@ -95,14 +81,7 @@ fn a_thousand_recompiles_do_not_grow_memory() {
                     })
                     .then(ToChw)
             };
-            let mut ex = Executor::new(
-                &pipeline(0),
-                &Options {
-                    num_workers: 1,
-                    compile: true,
-                },
-            )
-            .unwrap();
+            let mut ex = common::executor(&pipeline(0), true, 1);
             let input = common::bytes(4 * 48, 1);
             let ids = [0, 1, 2, 3];
             let step = |ex: &mut Executor, epoch: u64| {

@@ -69,19 +69,11 @@ fn epochs_and_seeds_change_the_draws() {
 
 #[test]
 fn concurrent_runs_on_one_executor_agree() {
-    use pipeline_jit::{Executor, Options};
     let p = augment();
     let ids: Vec<u64> = (0..24).collect();
     let input = common::bytes(24 * 108, 6);
     for compile in [true, false] {
-        let ex = Executor::new(
-            &p,
-            &Options {
-                num_workers: 2,
-                compile,
-            },
-        )
-        .unwrap();
+        let ex = common::executor(&p, compile, 2);
         let alone = common::run_with(&ex, &ids, &input, 3, 1);
         let results: Vec<Vec<u8>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)

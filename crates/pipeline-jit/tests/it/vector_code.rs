@@ -11,7 +11,7 @@ use crate::common;
 use pipeline_jit::ops::{
     Clamp, Convert, Cutout, NormalizeImage, RandomHorizontalFlip, Scale, ToChw,
 };
-use pipeline_jit::{ElemType, Executor, Options, Pipeline, State};
+use pipeline_jit::{ElemType, Pipeline, State};
 
 fn chains(side_h: usize, w: usize) -> Vec<(String, Pipeline)> {
     let hwc = || State::cpu([side_h, w, 3], ElemType::U8);
@@ -162,14 +162,7 @@ fn extra_chains(side_h: usize, w: usize) -> Vec<(String, Pipeline)> {
 
 fn run(p: &Pipeline, compile: bool, vector: bool, ids: &[u64], input: &[u8]) -> Vec<u8> {
     pipeline_jit::set_vector_code(vector);
-    let ex = Executor::new(
-        p,
-        &Options {
-            num_workers: 2,
-            compile,
-        },
-    )
-    .expect("executor");
+    let ex = common::executor(p, compile, 2);
     pipeline_jit::set_vector_code(true);
     common::run_with(&ex, ids, input, 7, 1)
 }

@@ -11,15 +11,22 @@ pub fn run(
     seed: u64,
     epoch: u64,
 ) -> Vec<u8> {
-    let ex = Executor::new(
-        pipeline,
-        &Options {
-            num_workers: workers,
-            compile,
-        },
+    run_with(
+        &executor(pipeline, compile, workers),
+        ids,
+        input,
+        seed,
+        epoch,
     )
-    .expect("executor");
-    run_with(&ex, ids, input, seed, epoch)
+}
+
+/// An executor of `pipeline`, compiled or interpreted, on `workers` threads.
+pub fn executor(pipeline: &Pipeline, compile: bool, workers: usize) -> Executor {
+    let options = Options {
+        num_workers: workers,
+        compile,
+    };
+    Executor::new(pipeline, &options).expect("executor")
 }
 
 /// Run an existing executor on one batch.
