@@ -9,13 +9,12 @@
 use crate::common;
 use ffcv_testkit::azurite;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use azurite::Azurite;
 use beton_io::{Reader, ReaderOptions};
+use page_cache::SourceKind;
 use page_cache::remote::{RemoteConfig, open_url};
-use page_cache::{CachePolicy, PageCache, PageSource, ProcessConfig, SourceKind};
 
 fn quick() -> RemoteConfig {
     RemoteConfig {
@@ -31,48 +30,9 @@ fn quick() -> RemoteConfig {
     }
 }
 
-/// Reads the whole file in batches of 3 through a process cache over `url`, comparing
-/// every allocation with `local`; `after_first` runs after batch 0. The error text, if
-/// the epoch ended early.
+/// Reads the whole file at `url` in batches of 3 (see [`common::remote::read_url`]).
 fn read_url(url: &str, local: &Reader, after_first: impl FnOnce()) -> Option<String> {
-    let (reader, source) = open_url(url, &ReaderOptions::new(), &quick()).unwrap();
-    assert_eq!(source.kind(), SourceKind::Azure);
-    assert!(source.e_tag().is_some(), "Azurite gives ETags");
-    assert_eq!(reader.fields(), local.fields());
-    let config = CachePolicy::Process(ProcessConfig {
-        prefetch_ahead: 1,
-        ..ProcessConfig::default()
-    });
-    let cache = PageCache::with_source(
-        Arc::new(reader),
-        Some(Arc::clone(&source) as Arc<dyn PageSource>),
-        &config,
-    )
-    .unwrap();
-    let ids: Vec<u64> = (0..local.num_samples()).collect();
-    let batches: Vec<Vec<u64>> = ids.chunks(3).map(<[u64]>::to_vec).collect();
-    let mut epoch = cache.schedule_epoch(&batches).unwrap();
-    let mut after_first = Some(after_first);
-    for (b, batch) in batches.iter().enumerate() {
-        if let Err(e) = epoch.start_batch(b) {
-            return Some(e.to_string());
-        }
-        for row in local.alloc_rows().filter(|r| batch.contains(&r.sample_id)) {
-            assert_eq!(
-                epoch.read(row.ptr).unwrap(),
-                local.data_at(row.ptr).unwrap(),
-                "{url}: sample {} at {}",
-                row.sample_id,
-                row.ptr
-            );
-        }
-        if let Some(f) = after_first.take() {
-            f();
-        }
-    }
-    let stats = source.stats();
-    assert!(stats.requests >= stats.reads, "{url}: {stats:?}");
-    None
+    common::remote::read_url(url, (SourceKind::Azure, &quick()), 3, local, after_first)
 }
 
 #[test]
@@ -125,12 +85,7 @@ fn azure_blobs_read_like_local_files() {
         let path = common::fixture("multipage.beton");
         let local = Reader::open(&path).unwrap();
         let original = std::fs::read(&path).unwrap();
-        let mut replacement = original.clone();
-        let data =
-            local.layout().data_region_start as usize..local.header().alloc_table_ptr as usize;
-        for b in &mut replacement[data] {
-            *b ^= 0x5a;
-        }
+        let replacement = common::remote::data_replaced(&local, &original);
         azurite.put("fixtures", "replaced.beton", &original);
         let url = "az://fixtures/replaced.beton";
         let err = read_url(url, &local, || {

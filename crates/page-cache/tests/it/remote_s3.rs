@@ -9,12 +9,11 @@
 use crate::common;
 use ffcv_testkit::servers;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use beton_io::{Reader, ReaderOptions};
+use page_cache::SourceKind;
 use page_cache::remote::{RemoteConfig, open_url};
-use page_cache::{CachePolicy, PageCache, PageSource, ProcessConfig, SourceKind};
 use servers::{Fault, FaultProxy, Moto};
 
 fn quick() -> RemoteConfig {
@@ -30,46 +29,9 @@ fn quick() -> RemoteConfig {
     }
 }
 
-/// Reads the whole file in batches of 4 through a process cache over `url`, comparing
-/// every allocation with `local`; `after_first` runs after batch 0. The error text, if
-/// the epoch ended early.
+/// Reads the whole file at `url` in batches of 4 (see [`common::remote::read_url`]).
 fn read_url(url: &str, local: &Reader, after_first: impl FnOnce()) -> Option<String> {
-    let (reader, source) = open_url(url, &ReaderOptions::new(), &quick()).unwrap();
-    assert_eq!(source.kind(), SourceKind::S3);
-    assert!(source.e_tag().is_some(), "moto gives ETags");
-    assert_eq!(reader.fields(), local.fields());
-    let config = CachePolicy::Process(ProcessConfig {
-        prefetch_ahead: 1,
-        ..ProcessConfig::default()
-    });
-    let cache = PageCache::with_source(
-        Arc::new(reader),
-        Some(source as Arc<dyn PageSource>),
-        &config,
-    )
-    .unwrap();
-    let ids: Vec<u64> = (0..local.num_samples()).collect();
-    let batches: Vec<Vec<u64>> = ids.chunks(4).map(<[u64]>::to_vec).collect();
-    let mut epoch = cache.schedule_epoch(&batches).unwrap();
-    let mut after_first = Some(after_first);
-    for (b, batch) in batches.iter().enumerate() {
-        if let Err(e) = epoch.start_batch(b) {
-            return Some(e.to_string());
-        }
-        for row in local.alloc_rows().filter(|r| batch.contains(&r.sample_id)) {
-            assert_eq!(
-                epoch.read(row.ptr).unwrap(),
-                local.data_at(row.ptr).unwrap(),
-                "{url}: sample {} at {}",
-                row.sample_id,
-                row.ptr
-            );
-        }
-        if let Some(f) = after_first.take() {
-            f();
-        }
-    }
-    None
+    common::remote::read_url(url, (SourceKind::S3, &quick()), 4, local, after_first)
 }
 
 /// In its own process, because it sets the process's environment (the `AWS_*`
@@ -128,12 +90,7 @@ fn s3_objects_read_like_local_files_through_faults() {
             // Replaced after batch 0: an error naming the URL and the page; every byte handed
             // out before it was the original's (read_url compares them).
             let original = std::fs::read(&path).unwrap();
-            let mut replacement = original.clone();
-            let data =
-                local.layout().data_region_start as usize..local.header().alloc_table_ptr as usize;
-            for b in &mut replacement[data] {
-                *b ^= 0x5a;
-            }
+            let replacement = common::remote::data_replaced(&local, &original);
             moto.put("fixtures", "replaced.beton", &original);
             let url = "s3://fixtures/replaced.beton";
             let err = read_url(url, &local, || {

@@ -1,5 +1,6 @@
 //! Shared helpers of the page-cache integration tests: fixture paths and a reader that
-//! compares every sample's bytes through two epoch contexts.
+//! compares every sample's bytes through two epoch contexts; `remote`, what the
+//! object-store tests share.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,6 +8,9 @@ use std::sync::Arc;
 
 use beton_io::Reader;
 use page_cache::{CachePolicy, EpochContext, PageCache, ProcessConfig};
+
+#[cfg(feature = "remote")]
+pub mod remote;
 
 /// Path of an FFCV 1.0.2 fixture.
 pub fn fixture(name: &str) -> PathBuf {
