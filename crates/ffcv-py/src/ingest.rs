@@ -61,8 +61,9 @@ impl Observer for Collector {
 
     fn progress(&self, done: u64) {
         self.tell(|t| {
+            // Threads report out of order; the count only moves forward.
             if let Some((_, _, d)) = &mut t.count {
-                *d = done;
+                *d = (*d).max(done);
             }
         });
     }

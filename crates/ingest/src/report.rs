@@ -12,7 +12,8 @@ pub trait Observer: Send + Sync {
     fn line(&self, text: &str);
     /// A count of `total` `unit`s starts (`records`, `records checked`).
     fn start(&self, _total: u64, _unit: &str) {}
-    /// `done` of the current count are done (increasing).
+    /// `done` of the current count are done. Threads report as they finish, so a call
+    /// may carry a lower count than the one before it.
     fn progress(&self, _done: u64) {}
     /// The current count ended.
     fn finish(&self) {}

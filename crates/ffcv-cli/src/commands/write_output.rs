@@ -153,7 +153,10 @@ impl Observer for Printer {
     }
 
     fn progress(&self, done: u64) {
-        if let Some(bar) = &*self.bar.lock().unwrap_or_else(|p| p.into_inner()) {
+        // Threads report out of order; the bar only moves forward.
+        if let Some(bar) = &*self.bar.lock().unwrap_or_else(|p| p.into_inner())
+            && done > bar.position()
+        {
             bar.set_position(done);
         }
     }
