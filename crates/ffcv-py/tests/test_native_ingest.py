@@ -255,3 +255,69 @@ def test_options_that_do_not_fit_are_refused(tmp_path):
     with pytest.raises(InputError, match="no records"):
         write_webdataset(str(shard), tmp_path / "o.beton")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.tar"]
+
+
+def test_gzip_and_lz4_parquet_read_as_snappy_does(tmp_path):
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    import pyarrow.parquet as pq
+    rows = parquet_rows(7)
+    fields = {"label": "label:int", "emb": "emb:array"}
+    written = {}
+    for codec in ("snappy", "gzip", "lz4", "none"):
+        pq.write_table(arrow_table(pa, rows), tmp_path / f"{codec}.parquet",
+                       compression=codec, row_group_size=3)
+        write_parquet(str(tmp_path / f"{codec}.parquet"), tmp_path / f"{codec}.beton", fields,
+                      num_workers=1)
+        written[codec] = (tmp_path / f"{codec}.beton").read_bytes()
+    assert written["gzip"] == written["lz4"] == written["none"] == written["snappy"]
+    labels, embs = load_all(tmp_path / "gzip.beton", {"label": [IntDecoder()],
+                                                       "emb": [NDArrayDecoder()]})
+    assert labels[:, 0].tolist() == [r["label"] for r in rows]
+    assert embs.tolist() == [r["emb"] for r in rows]
+
+
+def test_dictionary_encoded_columns_are_their_values(tmp_path):
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    import pyarrow.parquet as pq
+    # What pandas categoricals become in pyarrow: dictionary-encoded columns (strings and
+    # integers), with a null.
+    species = ["cat", "dog", None, "cat", "owl", "dog", "cat"]
+    sizes = [3, 1, 3, 2, 1, 3, 2]
+    table = pa.table({
+        "species": pa.array(species).dictionary_encode(),
+        "size": pa.array(sizes, type=pa.int64()).dictionary_encode(),
+        "label": pa.array(range(7), type=pa.int64()),
+    })
+    assert pa.types.is_dictionary(table.schema.field("species").type)
+    pq.write_table(table, tmp_path / "cats.parquet", row_group_size=4)
+    with pa.ipc.new_stream(str(tmp_path / "cats.arrow"), table.schema) as sink:
+        sink.write_table(table, max_chunksize=3)
+    fields = {"size": "size:int", "label": "label:int"}
+    for name, write in (("cats.parquet", write_parquet), ("cats.arrow", write_arrow)):
+        out = tmp_path / f"{name}.beton"
+        result = write(str(tmp_path / name), out, fields, num_workers=1)
+        assert result.records == 7
+        got_sizes, got_labels = load_all(out, {"size": [IntDecoder()], "label": [IntDecoder()]})
+        assert got_sizes[:, 0].tolist() == sizes, name
+        assert got_labels[:, 0].tolist() == list(range(7)), name
+        # The strings: bytes fields holding each row's category; the null row is named.
+        with pytest.raises(InputError) as raised:
+            write(str(tmp_path / name), tmp_path / "s.beton", {"species": "species:bytes"},
+                  num_workers=1)
+        assert raised.value.record == 2, name
+        skipped = write(str(tmp_path / name), tmp_path / "s.beton", {"species": "species:bytes"},
+                        num_workers=1, skip_unreadable=True)
+        assert [s["record"] for s in skipped.skipped] == ["2"], name
+        reader_rows = read_bytes_field(tmp_path / "s.beton", "species")
+        assert reader_rows == [s.encode() for s in species if s is not None], name
+
+
+def read_bytes_field(path, name):
+    """Each sample's stored bytes of BytesField `name`, through FFCV's Reader's metadata."""
+    from ffcv_rs.reader import Reader
+    reader = Reader(str(path))
+    data = path.read_bytes()
+    # The metadata's columns follow the fields' order.
+    column = reader.metadata.dtype.names[list(reader.handlers).index(name)]
+    rows = reader.metadata[column]
+    return [data[int(r["ptr"]):int(r["ptr"]) + int(r["size"])] for r in rows]

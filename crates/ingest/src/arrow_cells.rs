@@ -271,6 +271,26 @@ pub fn cell(array: &dyn arrow_array::Array, row: usize) -> std::result::Result<C
                 _ => Cell::Other(format!("a struct ({})", array.data_type())),
             }
         }
+        DataType::Dictionary(_, _) => {
+            // A dictionary-encoded column (a pandas categorical): the row's key picks its
+            // value from the dictionary.
+            let dict = array.as_any_dictionary();
+            let values = dict.values();
+            let key = match cell(dict.keys(), row)? {
+                Cell::Int(k) => usize::try_from(k).ok(),
+                Cell::UInt(k) => usize::try_from(k).ok(),
+                _ => None,
+            };
+            match key.filter(|&k| k < values.len()) {
+                Some(k) => cell(values.as_ref(), k)?,
+                None => {
+                    return Err(format!(
+                        "a dictionary key outside its {} values",
+                        values.len()
+                    ));
+                }
+            }
+        }
         DataType::List(_) => list(array.as_list::<i32>().value(row).as_ref())?,
         DataType::LargeList(_) => list(array.as_list::<i64>().value(row).as_ref())?,
         DataType::FixedSizeList(_, _) => list(array.as_fixed_size_list().value(row).as_ref())?,
@@ -371,6 +391,19 @@ mod tests {
         );
         assert_eq!(cell(&image, 0), Ok(Cell::Image(b"jpeg".to_vec())));
         assert!(cell(&image, 1).unwrap_err().contains("\"b.jpg\""));
+    }
+
+    #[test]
+    fn a_dictionary_encoded_row_is_its_value() {
+        use arrow_array::DictionaryArray;
+        use arrow_array::types::Int8Type;
+        let dict: DictionaryArray<Int8Type> = vec![Some("cat"), Some("dog"), None, Some("cat")]
+            .into_iter()
+            .collect();
+        assert_eq!(cell(&dict, 0), Ok(Cell::Str("cat".into())));
+        assert_eq!(cell(&dict, 1), Ok(Cell::Str("dog".into())));
+        assert_eq!(cell(&dict, 2), Ok(Cell::Null));
+        assert_eq!(cell(&dict, 3), Ok(Cell::Str("cat".into())));
     }
 
     #[test]

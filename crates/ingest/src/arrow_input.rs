@@ -7,9 +7,12 @@
 //! scan of WebDataset shards does): each message is a length-prefixed flatbuffer naming
 //! its body's length, and a record batch's header its number of rows. The first schema
 //! message gives the columns. A batch is read when its records are wanted: the schema
-//! message and the batch message, read by positional reads, decoded by arrow-ipc's
-//! stream reader, and kept in a small cache. Dictionary batches and compressed bodies
-//! (lz4, zstd) are refused naming the file; neither is what `datasets` writes.
+//! message, the dictionary batches before the batch (dictionary-encoded columns: pandas
+//! categoricals as pyarrow writes them; a later dictionary batch replaces or extends an
+//! earlier one, as the stream reader applies them in order) and the batch message, read
+//! by positional reads, decoded by arrow-ipc's stream reader, and kept in a small cache.
+//! Compressed bodies (lz4, zstd) are refused naming the file; `datasets` and pyarrow do
+//! not write them by default.
 
 use std::fs::File;
 use std::io::Cursor;
@@ -37,8 +40,11 @@ struct IpcFile {
     columns: Vec<String>,
     /// The columns of a variable-size numeric list type.
     var_lists: Vec<String>,
-    /// Each record batch's message: offset and length in the file.
-    batches: Vec<(u64, u64)>,
+    /// Each dictionary batch's message: offset and length in the file.
+    dictionaries: Vec<(u64, u64)>,
+    /// Each record batch's message: offset and length in the file, and how many
+    /// dictionary batches come before it.
+    batches: Vec<(u64, u64, usize)>,
 }
 
 /// Arrow IPC files, opened.
@@ -70,7 +76,7 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
             .unwrap_or(8);
     }
     let mut schema: Option<(Vec<u8>, Vec<String>, Vec<String>)> = None;
-    let (mut batches, mut rows) = (Vec::new(), Vec::new());
+    let (mut batches, mut rows, mut dictionaries) = (Vec::new(), Vec::new(), Vec::new());
     let problem = loop {
         if pos + 4 > size {
             // A stream may end without its end-of-stream marker.
@@ -153,11 +159,23 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
                 let Ok(n) = u64::try_from(n) else {
                     break Some(format!("record batch at offset {pos} has {n} rows"));
                 };
-                batches.push((pos, end - pos));
+                batches.push((pos, end - pos, dictionaries.len()));
                 rows.push(n);
             }
             MessageHeader::DictionaryBatch => {
-                break Some("dictionary-encoded columns are not supported".into());
+                if schema.is_none() {
+                    break Some(format!(
+                        "dictionary batch at offset {pos} before the schema"
+                    ));
+                }
+                let data = message.header_as_dictionary_batch().and_then(|d| d.data());
+                if data.is_some_and(|b| b.compression().is_some()) {
+                    break Some(format!(
+                        "dictionary batch {} is compressed (lz4 or zstd), which is not supported: write the file uncompressed",
+                        dictionaries.len()
+                    ));
+                }
+                dictionaries.push((pos, end - pos));
             }
             _ => {}
         }
@@ -168,6 +186,7 @@ fn scan(file: File, size: u64) -> (Option<IpcFile>, Vec<u64>, Option<String>) {
         schema_message,
         columns,
         var_lists,
+        dictionaries,
         batches,
     });
     (file, rows, problem)
@@ -227,8 +246,11 @@ impl ArrowTable {
     /// Record batch `group`, decoded.
     fn load(&self, group: &Group) -> std::result::Result<Vec<RecordBatch>, String> {
         let file = &self.files[group.file];
-        let (offset, len) = file.batches[group.index];
+        let (offset, len, dictionaries) = file.batches[group.index];
         let mut bytes = file.schema_message.clone();
+        for &(at, n) in &file.dictionaries[..dictionaries] {
+            bytes.extend_from_slice(&read_at(&file.file, at, n)?);
+        }
         bytes.extend_from_slice(&read_at(&file.file, offset, len)?);
         let fail = |e: arrow_schema::ArrowError| {
             format!(

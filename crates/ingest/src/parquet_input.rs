@@ -2,8 +2,9 @@
 //!
 //! Each file's footer is read once when it is opened (the schema and the row groups);
 //! record `i` of the sorted files is row `i` counted across them. A row group is decoded
-//! whole, only the columns asked for (the `parquet` crate's Arrow reader, snappy and
-//! uncompressed pages: what pyarrow and Hugging Face `datasets` write by default), and
+//! whole, only the columns asked for (the `parquet` crate's Arrow reader; uncompressed,
+//! snappy, gzip and lz4 pages: snappy is what pyarrow and Hugging Face `datasets` write
+//! by default; zstd and brotli are left out of the build), and
 //! kept in a small cache while the writer's threads take its rows. A page that does not
 //! decode (bad compression, a checksum mismatch, a truncated column chunk) fails every
 //! record of its row group, naming the file and the row.
@@ -88,9 +89,9 @@ impl ParquetTable {
         let metadata = &self.metadata[group.file];
         let fail = |e: &dyn std::fmt::Display| {
             let e = e.to_string();
-            // A codec left out of the build (zstd, gzip, lz4, brotli): say what is read.
+            // A codec left out of the build (zstd, brotli): say what is read.
             let hint = if e.contains("Disabled feature") {
-                " (only uncompressed and snappy pages are read: rewrite the file with \
+                " (uncompressed, snappy, gzip and lz4 pages are read: rewrite the file with \
                  compression=\"snappy\")"
             } else {
                 ""
