@@ -22,6 +22,7 @@ mod image;
 mod image_kinds;
 pub(crate) mod kernel;
 mod spec;
+mod standalone;
 mod var_array;
 pub(crate) mod views;
 
@@ -41,6 +42,7 @@ pub use image::{
 };
 pub use image_kinds::{ImageCrop, ImageDecoder};
 pub use spec::{DecoderChoice, UnknownDecoder, parse_field_decoder};
+pub use standalone::{BatchDecoder, SampleDecodeError, StoredSample};
 pub use var_array::{OverCap, VarArrayDecoder};
 
 /// The default cap on a decoded image's area, `2^27` = 134,217,728 pixels (384 MiB of

@@ -4,7 +4,7 @@
 use ffcv::decode::{DecoderOutput, FieldInfo, IntDecoder, SampleInput};
 use ffcv::{Decoder, Error, Loader, PipelineSpec};
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     format!(
         "{}/../../tests/fixtures/ffcv-1.0.2/{name}",
         env!("CARGO_MANIFEST_DIR")
@@ -12,9 +12,9 @@ fn fixture(name: &str) -> String {
 }
 
 /// Decodes like IntDecoder but fails (or panics) on one sample.
-struct FailOn {
-    sample: u64,
-    panic: bool,
+pub(crate) struct FailOn {
+    pub(crate) sample: u64,
+    pub(crate) panic: bool,
 }
 
 impl Decoder for FailOn {

@@ -1,10 +1,12 @@
 //! The facade's integration tests, one binary: each module is one behaviour of the Loader
 //! (orders, exactly-once epochs, decoding and transforms against FFCV 1.0.2's fixtures,
 //! errors that keep their cause, held batches, resume, shards, remote and disk caches,
-//! index sets changed between epochs, the GPU stage where a device is present).
+//! index sets changed between epochs, the GPU stage where a device is present), and the
+//! decoders run outside a loader (`BatchDecoder`).
 
 mod loader_support;
 
+mod batch_decoder;
 mod changing_subsets;
 mod gpu_loader;
 mod image_kinds;

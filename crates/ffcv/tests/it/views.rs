@@ -36,7 +36,7 @@ fn write_images(path: &Path, images: &[(Vec<u8>, u16, u16)], samples: u64) -> Pa
 }
 
 /// The four test photographs, 16 samples.
-fn photos(dir: &Path) -> PathBuf {
+pub(crate) fn photos(dir: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rgb-image/tests/data/photos");
     let images: Vec<_> = ["astronaut", "chelsea", "coffee", "rocket"]
         .iter()
@@ -51,7 +51,7 @@ fn photos(dir: &Path) -> PathBuf {
 }
 
 /// 23 generated JPEGs of 20 to 120 px.
-fn generated(dir: &Path) -> PathBuf {
+pub(crate) fn generated(dir: &Path) -> PathBuf {
     let spec = ffcv::image::SyntheticImageSpec {
         min_side: 20,
         max_side: 120,
