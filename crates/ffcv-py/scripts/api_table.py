@@ -38,6 +38,9 @@ DIFFERENCES = {
         "but not torch's",
     "ffcv.fields.rgb_image.SimpleRGBImageDecoder": "images of several sizes raise "
         "`ImageSizeError`, a `TypeError` (as FFCV) and a `ConfigError`",
+    "ffcv.fields.rgb_image.RandomResizedCropRGBImageDecoder": "crops are drawn from (seed, "
+        "epoch, sample), in a loader from its seed; `generate_code()` draws one seed per batch "
+        "from NumPy's generator (so `np.random.seed` repeats it), FFCV one crop at a time",
     "ffcv.transforms.normalize.NormalizeImage": "the Rust pipeline outputs float16 directly "
         "(FFCV's CPU path gives its int16 bits); same values",
     "ffcv.transforms.flip.RandomHorizontalFlip": "in the Rust pipeline the draws come from "

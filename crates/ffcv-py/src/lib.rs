@@ -18,6 +18,8 @@
 //!   the writer's JPEG encoder and resize for `ffcv_rs.fields.rgb_image`.
 //! - [`kernels::BatchTransforms`] runs built-in transforms on a batch the Python part of
 //!   a pipeline holds (after a user's operation), natively and without the GIL.
+//! - [`decoders::BatchDecoder`] is a built-in decoder's batch function for code that
+//!   drives the decoder itself (FFCV's protocol), natively and without the GIL.
 //! - [`capi`] exports `ffcv_rs.libffcv`'s C functions (FFCV's `memcpy`, `imdecode`,
 //!   `resize_crop`), called through `ctypes` and from numba-compiled code.
 //! - [`errors`] maps facade errors onto `ffcv_rs.errors` classes with the same messages.
@@ -33,6 +35,7 @@
 pub mod batch;
 pub mod capi;
 pub mod cuda;
+pub mod decoders;
 pub mod dlpack;
 pub mod draws;
 pub mod errors;
@@ -62,6 +65,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
     m.add_class::<batch::OutputView>()?;
     m.add_class::<kernels::BatchTransforms>()?;
+    m.add_class::<decoders::BatchDecoder>()?;
     m.add_function(wrap_pyfunction!(writer::write_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::ingest, m)?)?;
     m.add_function(wrap_pyfunction!(file::check_file, m)?)?;

@@ -84,7 +84,8 @@ pub fn dtype(op: &str, name: &str) -> PyResult<ElemType> {
     })
 }
 
-fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Decoder>> {
+/// The facade decoder named `name` with `params` (a `ValueError`/`TypeError` for bad ones).
+pub fn decoder(name: &str, params: &Bound<'_, PyDict>) -> PyResult<Arc<dyn Decoder>> {
     Ok(match name {
         "IntDecoder" => Arc::new(IntDecoder),
         "SampleIdDecoder" => Arc::new(crate::sample_ids::SampleIdDecoder),

@@ -32,7 +32,7 @@ LOADER_FIRST, RUN_FIRST = 1, 0
 
 def ffcv_or_skip(module: str):
     return pytest.importorskip(module, reason="FFCV 1.0.2 is not installed (the reference "
-                               "environment, ../shared/reference/, runs this comparison)")
+                               "environment, where FFCV is installed, runs this comparison)")
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import numpy as np
 from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field, zero_arguments
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
 ]
 
 
+@native_decoder
 class BasicDecoder(Operation):
     """Decodes a scalar field of dtype ``dtype`` kept in the metadata, as ``[B, 1]``."""
 
@@ -34,6 +36,9 @@ class BasicDecoder(Operation):
             return destination[: indices.shape[0]]
 
         return decode_scalars
+
+    def _stored_extents(self, rows: Any) -> None:
+        return None  # the value is the metadata
 
 
 class IntDecoder(BasicDecoder):

@@ -12,6 +12,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field, zero_arguments
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
 ]
 
 
+@native_decoder
 class BytesDecoder(Operation):
     """A BytesField (or JSONField) as ``uint8 [B, longest sample]``."""
 
@@ -46,6 +48,9 @@ class BytesDecoder(Operation):
 
         decode_bytes.is_parallel = True
         return decode_bytes
+
+    def _stored_extents(self, rows: Any) -> Tuple[Any, Any]:
+        return rows["ptr"], rows["size"].astype(np.int64)
 
 
 class BytesField(Field):

@@ -20,6 +20,7 @@ import numpy as np
 from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field
 
 __all__ = ["ImageField", "SimpleImageDecoder", "CenterCropImageDecoder",
@@ -45,10 +46,13 @@ def _size(output_size: Any) -> Tuple[int, int]:
     return h, w
 
 
+@native_decoder
 class _ImageDecoder(Operation):
-    """The ImageField decoders' shared protocol. They run in the Rust loader only: a
-    pipeline that would run one in Python (a subclass overriding the protocol) raises
-    when it is compiled."""
+    """The ImageField decoders' shared protocol. They run in the Rust loader, and their
+    ``generate_code`` is the same decoder as one native call per batch (for
+    ``SimpleImageDecoder`` the destination's rows give the image size); there is no Python
+    version, so under a memory manager of the user's, or overridden by a subclass, they
+    raise."""
 
     _native_name: Optional[str] = None
     output_size: Optional[Tuple[int, int]] = None
@@ -70,7 +74,13 @@ class _ImageDecoder(Operation):
                 AllocationQuery(shape, dtype))
 
     def generate_code(self) -> Callable:
-        raise NotImplementedError(f"{type(self).__name__} runs in the Rust loader only")
+        raise NotImplementedError(
+            f"{type(self).__name__} has no Python version: it runs in the Rust loader, or "
+            "driven directly over a built-in memory manager (OSCacheManager, "
+            "ProcessCacheManager)")
+
+    def _stored_extents(self, rows: Any) -> Tuple[Any, Any]:
+        return rows["ptr"], rows["size"].astype(np.int64)
 
 
 class SimpleImageDecoder(_ImageDecoder):
@@ -100,6 +110,7 @@ class RandomResizedCropImageDecoder(_ImageDecoder):
     """torchvision's RandomResizedCrop rule (FFCV's), resized to ``output_size``."""
 
     _native_name = "RandomResizedCropImageDecoder"
+    _draws = True
 
     def __init__(self, output_size: Tuple[int, int], scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3)):

@@ -13,6 +13,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
 NDArrayArgsType = np.dtype([("shape", "<u8", 32), ("type_length", "<u8")])
 
 
+@native_decoder
 class NDArrayDecoder(Operation):
     """An NDArrayField or TorchTensorField in its stored dtype and shape."""
 
@@ -49,6 +51,9 @@ class NDArrayDecoder(Operation):
 
         decode_arrays.is_parallel = True
         return decode_arrays
+
+    def _stored_extents(self, rows: Any) -> Tuple[Any, Any]:
+        return rows, np.full(len(rows), int(self.field.element_size), dtype=np.int64)
 
 
 class NDArrayField(Field):

@@ -1,9 +1,9 @@
 """FFCV's ``RGBImageField`` and its decoders (``ffcv.fields.rgb_image``).
 
 The decoders run in the Rust loader (JPEG decode bit-identical to FFCV's, OpenCV-exact
-``INTER_AREA``). Their ``generate_code`` is the same work as numba-compilable Python over
-``ffcv_rs.libffcv``, for pipelines that run them after an operation of the user's and for
-FFCV code that drives a decoder directly.
+``INTER_AREA``). Their ``generate_code`` is that decoder as one native call per batch, for
+FFCV code that drives a decoder directly (``_native_decode``); under a memory manager of
+the user's it is FFCV's work as numba-compilable Python over ``ffcv_rs.libffcv``.
 """
 
 from dataclasses import replace
@@ -19,6 +19,7 @@ from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
 from .._crops import get_center_crop, get_random_crop
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field, zero_arguments
 
 __all__ = [
@@ -58,6 +59,7 @@ def resizer(image: np.ndarray, target_resolution: Optional[int]) -> np.ndarray:
     return np.frombuffer(pixels, dtype=np.uint8).reshape(h, w, 3)
 
 
+@native_decoder
 class SimpleRGBImageDecoder(Operation):
     """Full images, for datasets whose images all have one size (``uint8 [B, H, W, 3]``).
     Images of several sizes raise :class:`ffcv_rs.errors.ImageSizeError`, a ``TypeError``
@@ -102,7 +104,13 @@ class SimpleRGBImageDecoder(Operation):
     def _native_params(self) -> Dict[str, Any]:
         return {}
 
+    def _stored_extents(self, rows: Any) -> Tuple[Any, Any]:
+        # A JPEG is its whole allocation, raw pixels exactly height x width x 3 bytes.
+        raw = rows["height"].astype(np.int64) * rows["width"].astype(np.int64) * 3
+        return rows["data_ptr"], np.where(rows["mode"] == IMAGE_MODES["jpg"], -1, raw)
 
+
+@native_decoder
 class ResizedCropRGBImageDecoder(SimpleRGBImageDecoder):
     """Base of the decoders that crop each image (by ``get_crop_generator``) and resize
     the crop to ``output_size``; images may have any size."""
@@ -204,6 +212,7 @@ class RandomResizedCropRGBImageDecoder(ResizedCropRGBImageDecoder):
     the output only; at 224x224 from ~400 px images that is rare)."""
 
     _native_name = "RandomResizedCropRGBImageDecoder"
+    _draws = True
 
     def __init__(self, output_size: Tuple[int, int], scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), *, dct_downscale: bool = False):

@@ -19,6 +19,7 @@ from ..pipeline.allocation_query import AllocationQuery
 from ..pipeline.compiler import Compiler
 from ..pipeline.operation import Operation
 from ..pipeline.state import State
+from ._native_decode import native_decoder
 from .base import ARG_TYPE, Field
 
 __all__ = ["VarArrayField", "VarArrayDecoder", "TAG", "pack"]
@@ -36,6 +37,7 @@ def is_tagged(binary: Any) -> bool:
     return np.asarray(binary).view(np.uint8).reshape(-1)[:8].tobytes() == TAG
 
 
+@native_decoder
 class VarArrayDecoder(Operation):
     """A VarArrayField as ``[B, K_max, *inner_shape]`` rows, zeros past each sample's
     ``K`` rows. ``K_max`` is ``cap`` or, without one, the file's largest ``K`` (at least
@@ -89,6 +91,9 @@ class VarArrayDecoder(Operation):
 
         decode_var_arrays.is_parallel = True
         return decode_var_arrays
+
+    def _stored_extents(self, rows: Any) -> Tuple[Any, Any]:
+        return rows["ptr"], rows["size"].astype(np.int64)
 
 
 class VarArrayField(Field):

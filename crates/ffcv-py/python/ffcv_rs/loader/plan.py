@@ -33,7 +33,8 @@ from ..transforms.module import ModuleWrapper
 
 def native_builtin(op: Any) -> bool:
     """Whether ``op`` is a built-in the Rust loader runs: its class (or an unchanged
-    subclass of it) names a native operation and keeps the built-in's protocol methods."""
+    subclass of it) names a native operation and keeps the built-in's protocol methods
+    (and, for the crop decoders, the crop rule FFCV lets subclasses replace)."""
     name = getattr(op, "_native_name", None)
     if not name:
         return False
@@ -41,8 +42,8 @@ def native_builtin(op: Any) -> bool:
     owner = next((c for c in cls.__mro__ if "_native_name" in vars(c) and vars(c)["_native_name"]), None)
     if owner is None or not owner.__module__.startswith("ffcv_rs."):
         return False
-    return all(getattr(cls, m) is getattr(owner, m)
-               for m in ("generate_code", "declare_state_and_memory"))
+    return all(getattr(cls, m, None) is getattr(owner, m, None)
+               for m in ("generate_code", "declare_state_and_memory", "get_crop_generator"))
 
 
 def as_operation(op: Any, field: str) -> Any:
