@@ -5,7 +5,9 @@
 //! decodes samples one at a time from a [`SampleInput`] (the sample's stored bytes and
 //! its metadata) into the sample's row of the output buffer. The loader turns a decoder
 //! into the first operation of the field's pipeline-jit pipeline (a native kernel), so the
-//! transforms after it are fused and compiled with it.
+//! transforms after it are fused and compiled with it. [`BatchDecoder`] runs a decoder
+//! outside a loader, over samples its caller located (FFCV's protocol, where code drives
+//! a decoder itself), with the loader's per-sample seeds.
 //!
 //! Adding a decoder (for example an image decoder) means implementing [`Decoder`] — safe
 //! code only — and, to make it a field type's default or to name it on the command line,
