@@ -114,8 +114,9 @@ def native_decode_code(op: Any, python_code: Callable[[], Callable]) -> Callable
     from ..loader.plan import native_builtin
 
     if not native_builtin(op):
-        # A subclass that changes the protocol or the crop rule: its own Python code.
-        return Compiler.compile(python_code())
+        # A subclass that changes the protocol or the crop rule: its own Python code, which
+        # the caller compiles (as any operation's).
+        return python_code()
     decoders: Dict[Tuple[int, int], Any] = {}
     fallback: Dict[str, Callable] = {}
     spec = (op._native_name, op._native_params())
