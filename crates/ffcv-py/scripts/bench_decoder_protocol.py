@@ -55,6 +55,8 @@ def driver(package: str, path: str, make: str, batch: int, threads: int):
     """A function that decodes the whole file once with ``package``'s decoder."""
     import importlib
 
+    import torch
+
     fields = importlib.import_module(f"{package}.fields.rgb_image")
     Reader = importlib.import_module(f"{package}.reader").Reader
     Compiler = importlib.import_module(f"{package}.pipeline.compiler").Compiler
@@ -64,13 +66,15 @@ def driver(package: str, path: str, make: str, batch: int, threads: int):
     reader = Reader(path)
     manager = OSCacheManager(reader)
     context = manager.schedule_epoch(np.arange(reader.num_samples).reshape(1, -1))
-    decoder = getattr(fields, make)((160, 160))
+    cls = getattr(fields, make)
+    # FFCV's CenterCropRGBImageDecoder has no default ratio.
+    decoder = cls((160, 160), 224 / 256) if make.startswith("Center") else cls((160, 160))
     column = reader.metadata["f0"]
     Compiler.set_num_threads(threads)
     with context:
         decoder.accept_globals(column, manager.compile_reader())
         _, (query, scratch) = decoder.declare_state_and_memory(
-            State(jit_mode=True, device="cpu", shape=None, dtype=np.uint8))
+            State(jit_mode=True, device=torch.device("cpu"), shape=None, dtype=np.uint8))
     code = Compiler.compile(decoder.generate_code())
     out = np.zeros((batch, *query.shape), query.dtype)
     tmp = np.zeros((batch, *scratch.shape), scratch.dtype)
