@@ -281,7 +281,9 @@ fn each_finished_shard_is_handed_over_with_its_final_bytes_before_the_set_is_ren
     let out = dir.path().join("train.beton");
     // One thread: shards are written one after another, so shard k is handed over while
     // shards k+1.. are not written yet.
-    let seen: Mutex<Vec<(u64, Vec<u8>, Vec<String>)>> = Mutex::new(Vec::new());
+    // (shard, the bytes handed over, the folder's names at that moment)
+    type Handed = (u64, Vec<u8>, Vec<String>);
+    let seen: Mutex<Vec<Handed>> = Mutex::new(Vec::new());
     let written = DatasetWriter::new(&out, fields())
         .unwrap()
         .with_page_size(PAGE)
