@@ -113,13 +113,13 @@ fn verify_steps(root: &Path) -> Result<(), String> {
                 "warnings",
             ],
         ),
-        // Libraries, binaries and the one integration-test binary per crate; the examples
-        // (measurement programs, built by `cargo test` by default) are left to clippy, which
-        // checks that they compile without linking ten more executables.
-        (
-            "test",
-            &["test", "--workspace", "--lib", "--bins", "--tests"],
-        ),
+        // The targets with `test = true`: libraries, binaries and the one integration-test
+        // binary per crate. The examples (measurement programs, built by `cargo test` by
+        // default) are left to clippy, which checks that they compile without linking ten
+        // more executables. `--lib` is not named: it would also build the test harness of
+        // libraries that have no unit tests and say `test = false` (the Python extension's,
+        // which links the whole stack again for nothing).
+        ("test", &["test", "--workspace", "--tests"]),
         ("doc tests", &["test", "--workspace", "--doc"]),
         // The tiny CUDA allocation/copy probe, with its output shown: a staged batch read
         // back from the device where one is present, "skipped: no CUDA device" elsewhere.
@@ -131,8 +131,6 @@ fn verify_steps(root: &Path) -> Result<(), String> {
                 "test",
                 "--quiet",
                 "--workspace",
-                "--lib",
-                "--bins",
                 "--tests",
                 "--",
                 "--nocapture",
