@@ -350,11 +350,13 @@ fn a_file_over_the_memory_budget_keeps_process_cache_quasi_random_and_is_evidenc
     assert_eq!(report["rules"]["os_cache"], false);
     assert_eq!(report["rules"]["order"], "quasi-random");
     // Memory is named by the memory the kept run held (anonymous and shared pages, not
-    // mapped file pages): the process cache's window and the batch slots fill most of the
-    // 12 MiB, so whether the peak reached 90% of it is the measurement's to say.
+    // mapped file pages), so whether the peak reached 90% of the 12 MiB is the
+    // measurement's to say: how much is held depends on the configuration the doctor kept
+    // (a process cache that copies pages into its window holds most of the budget, one
+    // that maps them holds a few MiB; a fresh clone's CI run kept one with 26%).
     let diagnosis = &report["diagnosis"];
     let held = diagnosis["memory_held_share"].as_f64().unwrap();
-    assert!((0.3..2.0).contains(&held), "{diagnosis}");
+    assert!(held > 0.0 && held < 2.0, "{diagnosis}");
     assert_eq!(
         diagnosis["scarce_resource"] == "memory",
         held >= 0.9,

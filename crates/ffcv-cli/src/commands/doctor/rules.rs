@@ -88,6 +88,10 @@ pub struct Recommendation {
     /// `true` when the file does not fit the memory it may use: memory is the scarce resource
     /// before anything is measured, and the OS cache is ruled out.
     pub larger_than_memory: bool,
+    /// `true` when the file is larger only than a `--max-memory` budget and would fit the
+    /// memory the machine has: a run's OS page cache then keeps the whole file, so a
+    /// measurement cannot show what the budget costs the OS cache, and it is not tried.
+    pub budget_only: bool,
     /// `true` when the file is a remote object: the OS cache cannot serve it (it is never
     /// recommended nor tried) and the order stays the rules' choice.
     pub remote: bool,
@@ -295,12 +299,18 @@ pub fn recommend(situation: &Situation) -> Recommendation {
         },
     });
 
+    let budget_only = larger_than_memory
+        && situation.max_memory.is_some()
+        && situation
+            .memory
+            .is_some_and(|m| fits_comfortably(situation.file_bytes, m.available));
     Recommendation {
         os_cache,
         order,
         num_workers: cores,
         seed,
         larger_than_memory,
+        budget_only,
         remote: situation.remote.is_some(),
         fired,
     }
@@ -429,6 +439,25 @@ mod tests {
         assert_eq!(r.order, OrderChoice::Random);
         assert!(!r.larger_than_memory);
         assert_eq!(ids(&r), ["fits-in-memory", "workers-physical-cores"]);
+    }
+
+    #[test]
+    fn larger_only_than_a_budget_the_machine_holds_is_budget_only() {
+        // 1 GiB against a 512 MiB budget, 12 GiB available: the machine would keep it.
+        let r = recommend(&Situation {
+            max_memory: Some(GIB / 2),
+            ..situation(GIB)
+        });
+        assert!(r.larger_than_memory && r.budget_only);
+        assert!(!r.os_cache);
+        // Larger than the memory the machine has: a run feels it.
+        let r = recommend(&Situation {
+            max_memory: Some(GIB / 2),
+            ..situation(13 * GIB)
+        });
+        assert!(r.larger_than_memory && !r.budget_only);
+        assert!(!recommend(&situation(13 * GIB)).budget_only);
+        assert!(!recommend(&situation(GIB)).budget_only);
     }
 
     #[test]

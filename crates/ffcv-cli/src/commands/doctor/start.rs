@@ -130,7 +130,9 @@ pub fn starting_knobs(args: &LoaderArgs, recommendation: &Recommendation, cpus: 
 /// The values the search may try from `start`: worker counts 1, the rules' and all CPUs;
 /// queue depths 1, 3 and 6; the OS cache when the run started from the process cache (the
 /// file larger than memory: the A/B shows what the process cache gains over the OS cache
-/// as it is used today; never the other way: a file that fits is best kept once in the
+/// as it is used today, unless the file is larger only than a `--max-memory` budget and
+/// fits the machine, where a run's page cache holds it all and the A/B would show a gain
+/// the budget forbids; never the other way: a file that fits is best kept once in the
 /// page cache, shared by every process, which a short run in one process cannot show); the other
 /// shuffling order only when neither a repeatable nor an exactly uniform order is required
 /// and the file fits memory (larger than memory, the rules' order is what keeps the working
@@ -165,7 +167,7 @@ pub fn candidates(
     Candidates {
         num_workers,
         batches_ahead,
-        try_other_cache: !start.os_cache && !recommendation.remote,
+        try_other_cache: !start.os_cache && !recommendation.remote && !recommendation.budget_only,
         orders,
     }
 }
@@ -198,6 +200,7 @@ mod tests {
             num_workers: 2,
             seed: None,
             larger_than_memory: larger,
+            budget_only: false,
             remote: false,
             fired: Vec::new(),
         }
@@ -250,6 +253,12 @@ mod tests {
         assert!(c.orders.is_empty());
         assert_eq!(c.num_workers, [1, 4]);
         assert_eq!(c.batches_ahead, [1, 6]);
+        // Larger only than a --max-memory budget, the machine holding it: no OS-cache trial.
+        let budget = Recommendation {
+            budget_only: true,
+            ..recommendation(false, true)
+        };
+        assert!(!candidates(&start, &budget, 4, Needs::default()).try_other_cache);
     }
 
     #[test]
