@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::convert_webdataset::passed_note;
+use crate::convert_webdataset::image_note;
 use crate::error::{Error, RecordId, Result};
 use crate::job::{Job, check_all, parse_fields, record_error, skip_report, write_records};
 use crate::object_io::{Staged, display_name};
@@ -249,16 +249,11 @@ pub fn write_table(format: Format, job: &Job, observer: Arc<dyn Observer>) -> Re
         })?;
     counts.unchanged = images.passed_through();
     let (summary, name) = written(&written_shards);
-    let image_note = if maps.iter().any(|m| m.kind == Kind::Image) {
-        format!(
-            ", first image field {} raw + {} jpg{}",
-            counts.raw,
-            counts.jpg,
-            passed_note(job.image.jpeg_passthrough, counts.unchanged)
-        )
-    } else {
-        String::new()
-    };
+    let image_note = image_note(
+        maps.iter().any(|m| m.kind == Kind::Image),
+        job.image.jpeg_passthrough,
+        &counts,
+    );
     observer.line(&format!(
         "wrote {name}: {} records from {} {} files{image_note}, {} data pages, {} bytes",
         summary.num_samples,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::error::{RecordId, Result};
 use crate::job::{Job, check_all, parse_fields, record_error, skip_report, write_records};
 use crate::object_io::{Staged, display_name};
-use crate::report::{Observer, Report, Skipped, shard_lines, written};
+use crate::report::{ImageCounts, Observer, Report, Skipped, shard_lines, written};
 use crate::webdataset::{Shards, expand_inputs, shard_error};
 use crate::webdataset_fields::{Converter, FieldMap, Kind, field_specs, infer};
 
@@ -124,16 +124,11 @@ pub fn write_webdataset(job: &Job, observer: Arc<dyn Observer>) -> Result<Report
         })?;
     counts.unchanged = images.passed_through();
     let (summary, name) = written(&written_shards);
-    let image_note = if maps.iter().any(|m| m.kind == Kind::Image) {
-        format!(
-            ", first image field {} raw + {} jpg{}",
-            counts.raw,
-            counts.jpg,
-            passed_note(job.image.jpeg_passthrough, counts.unchanged)
-        )
-    } else {
-        String::new()
-    };
+    let image_note = image_note(
+        maps.iter().any(|m| m.kind == Kind::Image),
+        job.image.jpeg_passthrough,
+        &counts,
+    );
     observer.line(&format!(
         "wrote {name}: {} records from {} shards{image_note}, {} data pages, {} bytes",
         summary.num_samples,
@@ -152,13 +147,21 @@ pub fn write_webdataset(job: &Job, observer: Arc<dyn Observer>) -> Result<Report
     Ok(report)
 }
 
-/// `" (N stored unchanged)"` with passthrough, else nothing.
-pub(crate) fn passed_note(passthrough: bool, unchanged: u64) -> String {
-    if passthrough {
-        format!(" ({unchanged} stored unchanged)")
+/// The summary line's image part (`", first image field R raw + J jpg"`, with `" (N stored
+/// unchanged)"` under passthrough), or nothing when no field is an image.
+pub(crate) fn image_note(has_image: bool, passthrough: bool, counts: &ImageCounts) -> String {
+    if !has_image {
+        return String::new();
+    }
+    let unchanged = if passthrough {
+        format!(" ({} stored unchanged)", counts.unchanged)
     } else {
         String::new()
-    }
+    };
+    format!(
+        ", first image field {} raw + {} jpg{unchanged}",
+        counts.raw, counts.jpg
+    )
 }
 
 /// Tells the records left out and writes them to `OUT.skipped.json`.
