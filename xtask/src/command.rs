@@ -71,21 +71,16 @@ pub fn venv_with(root: &Path, venv: &Path, packages: &[&str]) -> Result<(), Stri
     )
 }
 
+/// A `cargo` command: the cargo that runs xtask, so `cargo +toolchain xtask` keeps its
+/// toolchain.
+pub fn cargo_command() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
 /// Runs `cargo ARGS` in the workspace root with inherited stdio (less xtask's `cargo run`
 /// variables).
 pub fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    // The cargo that runs xtask, so `cargo +toolchain xtask` keeps its toolchain.
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = without_cargo_run_env(&mut Command::new(&cargo))
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|err| format!("cannot run `cargo {}`: {err}", args.join(" ")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
-    }
+    run(root, cargo_command().args(args))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! seconds on a fresh machine. The benchmark
 //! matrix itself lives in the `ffcv-bench` package.
 
+mod clippy_build;
 mod command;
 mod gpu_bundle;
 mod layering;
@@ -16,14 +17,15 @@ mod wheel;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use command::{run, run_cargo, venv_with};
+use command::{cargo_command, run, run_cargo, venv_with};
 use std::time::Instant;
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
 
 tasks:
-  verify              tidy check, `cargo fmt --check`, `cargo clippy -D warnings`, `cargo test`
+  verify              tidy check, `cargo fmt --check`, one build that lints (clippy's and
+                      rustc's warnings are errors) and makes the test binaries, `cargo test`
                       (the whole workspace), then the Python package's pytest suite in
                       target/python-venv; stops at the first failing step
   bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
@@ -100,25 +102,26 @@ fn verify_steps(root: &Path) -> Result<(), String> {
         "tidy: `//!` file headers, file lengths, crate layering, import loops",
         || tidy(root),
     )?;
+    step("fmt: cargo fmt --all -- --check", || {
+        run_cargo(root, &["fmt", "--all", "--", "--check"])
+    })?;
+    // Every cargo command below (and maturin's) compiles the workspace's crates through
+    // clippy-driver with `-D warnings` (`clippy_build`), so the first build is both the
+    // lint and the test build, and later steps reuse it.
+    let lint_env = clippy_build::lint_env()?;
     let cargo_steps: [(&str, &[&str]); 5] = [
-        ("fmt", &["fmt", "--all", "--", "--check"]),
-        (
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
         // The targets with `test = true`: libraries, binaries and the one integration-test
-        // binary per crate. The examples (measurement programs, built by `cargo test` by
-        // default) are left to clippy, which checks that they compile without linking ten
-        // more executables. `--lib` is not named: it would also build the test harness of
+        // binary per crate. `--lib` is not named: it would also build the test harness of
         // libraries that have no unit tests and say `test = false` (the Python extension's,
-        // which links the whole stack again for nothing).
+        // which links the whole stack again for nothing); the extension itself is built,
+        // and linted, by the Python step.
+        (
+            "clippy + test build",
+            &["test", "--workspace", "--tests", "--no-run"],
+        ),
+        // The examples (measurement programs), which `cargo clippy --all-targets` covers:
+        // built, not run; their dependencies are the test build's.
+        ("clippy + examples", &["build", "--workspace", "--examples"]),
         ("test", &["test", "--workspace", "--tests"]),
         ("doc tests", &["test", "--workspace", "--doc"]),
         // The tiny CUDA allocation/copy probe, with its output shown: a staged batch read
@@ -141,11 +144,18 @@ fn verify_steps(root: &Path) -> Result<(), String> {
     ];
     for (name, cargo_args) in cargo_steps {
         let title = format!("{name}: cargo {}", cargo_args.join(" "));
-        step(&title, || run_cargo(root, cargo_args))?;
+        step(&title, || {
+            run(
+                root,
+                cargo_command()
+                    .args(cargo_args)
+                    .envs(lint_env.iter().cloned()),
+            )
+        })?;
     }
     step(
         "python: ffcv_rs into target/python-venv (maturin develop), pytest crates/ffcv-py/tests",
-        || python_tests(root),
+        || python_tests(root, &lint_env),
     )?;
     Ok(())
 }
@@ -155,7 +165,7 @@ fn verify_steps(root: &Path) -> Result<(), String> {
 /// webdataset, pyarrow and tfrecord from the package index, the package built into it,
 /// then pytest.
 /// pytest's exit 5 (no test collected) counts as a failure: the suite must run.
-fn python_tests(root: &Path) -> Result<(), String> {
+fn python_tests(root: &Path, lint_env: &[(&str, std::ffi::OsString)]) -> Result<(), String> {
     let venv = root.join("target").join("python-venv");
     let bin = venv.join("bin");
     let python = bin.join("python");
@@ -184,7 +194,8 @@ fn python_tests(root: &Path) -> Result<(), String> {
                 "--manifest-path",
                 "crates/ffcv-py/Cargo.toml",
             ])
-            .env("VIRTUAL_ENV", &venv),
+            .env("VIRTUAL_ENV", &venv)
+            .envs(lint_env.iter().cloned()),
     )?;
     run(
         root,
