@@ -12,13 +12,13 @@ mod gpu_bundle;
 mod layering;
 mod long_files;
 mod module_cycles;
+mod verify;
 mod wheel;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
-use command::{cargo_command, run, run_cargo, venv_with};
-use std::time::Instant;
+use command::run_cargo;
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -28,6 +28,10 @@ tasks:
                       rustc's warnings are errors) and makes the test binaries, `cargo test`
                       (the whole workspace), then the Python package's pytest suite in
                       target/python-venv; stops at the first failing step
+  lint-build          verify's build alone: the test binaries and examples, compiled with
+                      clippy-driver as the workspace's compiler and warnings as errors
+  python-env          verify's Python environment alone: target/python-venv with maturin,
+                      numpy, pytest and the packages the suite compares against
   bench [ARGS...]     `cargo run --release -p ffcv-bench -- ARGS...`, e.g.
                       `cargo xtask bench --small [--only PATTERN] [--json] [--compare OLD.json]
                       [--transform FIELD=OP[,OP...]]...`
@@ -49,7 +53,9 @@ fn main() -> ExitCode {
     };
     let root = workspace_root();
     let result = match task.as_str() {
-        "verify" => verify(&root, &args[1..]),
+        "verify" => verify::verify(&root, &args[1..]),
+        "lint-build" => verify::lint_build(&root, &args[1..]),
+        "python-env" => verify::python_env(&root, &args[1..]),
         "bench" => bench(&root, &args[1..]),
         "tidy" => tidy(&root),
         "gpu-bundle" => gpu_bundle::gpu_bundle(&root, &args[1..]),
@@ -81,146 +87,11 @@ fn workspace_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
-/// `cargo xtask verify`: each step printed with its duration; the first failure stops the run.
-fn verify(root: &Path, args: &[String]) -> Result<(), String> {
-    if let Some(extra) = args.first() {
-        return Err(format!("`verify` takes no arguments (got `{extra}`)"));
-    }
-    let started = Instant::now();
-    let result = verify_steps(root);
-    let seconds = started.elapsed().as_secs_f64();
-    match &result {
-        Ok(()) => eprintln!("xtask verify: all steps passed in {seconds:.1} s"),
-        Err(_) => eprintln!("xtask verify: stopped after {seconds:.1} s"),
-    }
-    result
-}
-
-/// The steps of `verify`, in order; the first failure ends the run.
-fn verify_steps(root: &Path) -> Result<(), String> {
-    step(
-        "tidy: `//!` file headers, file lengths, crate layering, import loops",
-        || tidy(root),
-    )?;
-    step("fmt: cargo fmt --all -- --check", || {
-        run_cargo(root, &["fmt", "--all", "--", "--check"])
-    })?;
-    // Every cargo command below (and maturin's) compiles the workspace's crates through
-    // clippy-driver with `-D warnings` (`clippy_build`), so the first build is both the
-    // lint and the test build, and later steps reuse it.
-    let lint_env = clippy_build::lint_env()?;
-    let cargo_steps: [(&str, &[&str]); 5] = [
-        // The targets with `test = true`: libraries, binaries and the one integration-test
-        // binary per crate. `--lib` is not named: it would also build the test harness of
-        // libraries that have no unit tests and say `test = false` (the Python extension's,
-        // which links the whole stack again for nothing); the extension itself is built,
-        // and linted, by the Python step.
-        (
-            "clippy + test build",
-            &["test", "--workspace", "--tests", "--no-run"],
-        ),
-        // The examples (measurement programs), which `cargo clippy --all-targets` covers:
-        // built, not run; their dependencies are the test build's.
-        ("clippy + examples", &["build", "--workspace", "--examples"]),
-        ("test", &["test", "--workspace", "--tests"]),
-        ("doc tests", &["test", "--workspace", "--doc"]),
-        // The tiny CUDA allocation/copy probe, with its output shown: a staged batch read
-        // back from the device where one is present, "skipped: no CUDA device" elsewhere.
-        (
-            "cuda probe",
-            &[
-                // The test step's selection, so nothing is built again (one package alone
-                // would unify features differently and rebuild its dependencies).
-                "test",
-                "--quiet",
-                "--workspace",
-                "--tests",
-                "--",
-                "--nocapture",
-                "--exact",
-                "gpu_stage::raw_outputs_arrive_unchanged_and_held_batches_keep_their_bytes",
-            ],
-        ),
-    ];
-    for (name, cargo_args) in cargo_steps {
-        let title = format!("{name}: cargo {}", cargo_args.join(" "));
-        step(&title, || {
-            run(
-                root,
-                cargo_command()
-                    .args(cargo_args)
-                    .envs(lint_env.iter().cloned()),
-            )
-        })?;
-    }
-    step(
-        "python: ffcv_rs into target/python-venv (maturin develop), pytest crates/ffcv-py/tests",
-        || python_tests(root, &lint_env),
-    )?;
-    Ok(())
-}
-
-/// The Python package's suite: a virtual environment under `target/` (made once, with
-/// `python3 -m venv`; `FFCV_PYTHON` names another interpreter), maturin, numpy, pytest,
-/// webdataset, pyarrow and tfrecord from the package index, the package built into it,
-/// then pytest.
-/// pytest's exit 5 (no test collected) counts as a failure: the suite must run.
-fn python_tests(root: &Path, lint_env: &[(&str, std::ffi::OsString)]) -> Result<(), String> {
-    let venv = root.join("target").join("python-venv");
-    let bin = venv.join("bin");
-    let python = bin.join("python");
-    venv_with(
-        root,
-        &venv,
-        &[
-            "maturin>=1.5,<2",
-            "numpy",
-            "pytest",
-            // FFCV's `from_webdataset` reads shards through it (test_webdataset.py).
-            "webdataset",
-            // Parquet and Arrow IPC files for `ffcv write parquet|arrow`
-            // (test_parquet_cli.py), and an independent TFRecord writer for
-            // `ffcv write tfrecord` (test_tfrecord_cli.py).
-            "pyarrow",
-            "tfrecord",
-        ],
-    )?;
-    run(
-        root,
-        Command::new(bin.join("maturin"))
-            .args([
-                "develop",
-                "--quiet",
-                "--manifest-path",
-                "crates/ffcv-py/Cargo.toml",
-            ])
-            .env("VIRTUAL_ENV", &venv)
-            .envs(lint_env.iter().cloned()),
-    )?;
-    run(
-        root,
-        Command::new(&python).args(["-m", "pytest", "-q", "crates/ffcv-py/tests"]),
-    )
-}
-
 /// `cargo xtask bench ARGS...`: the benchmark runner in release mode, arguments passed through.
 fn bench(root: &Path, args: &[String]) -> Result<(), String> {
     let mut cargo_args = vec!["run", "--release", "--package", "ffcv-bench", "--"];
     cargo_args.extend(args.iter().map(String::as_str));
     run_cargo(root, &cargo_args)
-}
-
-/// Runs one named step, printing its title before and its duration after.
-fn step(title: &str, body: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    eprintln!("==> {title}");
-    let started = Instant::now();
-    let result = body();
-    let seconds = started.elapsed().as_secs_f64();
-    match &result {
-        Ok(()) => eprintln!("    ok ({seconds:.1} s)"),
-        Err(_) => eprintln!("    FAILED ({seconds:.1} s)"),
-    }
-    result
 }
 
 /// The tidy checks: every Rust source under `crates/`, `xtask/`, `tests/` and `fuzz/` opens
