@@ -81,7 +81,7 @@ fn no_arguments(task: &str, args: &[String]) -> Result<(), String> {
 fn verify_steps(root: &Path) -> Result<(), String> {
     step(
         "tidy: `//!` file headers, file lengths, crate layering, import loops",
-        || crate::tidy(root),
+        || crate::tidy::tidy(root),
     )?;
     step("fmt: cargo fmt --all -- --check", || {
         run_cargo(root, &["fmt", "--all", "--", "--check"])
