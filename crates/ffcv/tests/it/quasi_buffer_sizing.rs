@@ -321,38 +321,48 @@ impl tracing::Subscriber for Warnings {
 
 #[test]
 fn a_shrunk_default_buffer_is_warned_about_and_ffcvs_is_not() {
-    let warnings = Warnings::default();
-    let seen = std::sync::Arc::clone(&warnings.0);
-    let (small, large) = tracing::subscriber::with_default(warnings, || {
-        let small = builder()
-            .os_cache(false)
-            .max_memory(9 * PAGE)
-            .build()
-            .unwrap()
-            .quasi_buffer_pages();
-        let count = seen.lock().unwrap().len();
-        let large = builder()
-            .os_cache(false)
-            .max_memory(1 << 30)
-            .build()
-            .unwrap()
-            .quasi_buffer_pages();
-        assert_eq!(
-            seen.lock().unwrap().len(),
-            count,
-            "FFCV's buffer fits: no warning"
-        );
-        (small, large)
-    });
-    assert_eq!(large, Some(2 * BATCH));
-    let seen = seen.lock().unwrap();
-    let warning = seen
-        .iter()
-        .find(|w| w.contains("QuasiRandom buffer"))
-        .unwrap_or_else(|| panic!("{seen:?}"));
-    assert!(
-        warning.contains(&format!("using {} pages", small.unwrap())),
-        "{warning}"
+    // In its own process: tracing caches each call site's interest globally, and another
+    // test's thread reaching the warning first, with no subscriber of its own, could cache
+    // "never" while this thread's scoped subscriber was being registered (the warning was
+    // then lost: a load-dependent failure).
+    ffcv_testkit::own_process(
+        module_path!(),
+        "a_shrunk_default_buffer_is_warned_about_and_ffcvs_is_not",
+        || {
+            let warnings = Warnings::default();
+            let seen = std::sync::Arc::clone(&warnings.0);
+            let (small, large) = tracing::subscriber::with_default(warnings, || {
+                let small = builder()
+                    .os_cache(false)
+                    .max_memory(9 * PAGE)
+                    .build()
+                    .unwrap()
+                    .quasi_buffer_pages();
+                let count = seen.lock().unwrap().len();
+                let large = builder()
+                    .os_cache(false)
+                    .max_memory(1 << 30)
+                    .build()
+                    .unwrap()
+                    .quasi_buffer_pages();
+                assert_eq!(
+                    seen.lock().unwrap().len(),
+                    count,
+                    "FFCV's buffer fits: no warning"
+                );
+                (small, large)
+            });
+            assert_eq!(large, Some(2 * BATCH));
+            let seen = seen.lock().unwrap();
+            let warning = seen
+                .iter()
+                .find(|w| w.contains("QuasiRandom buffer"))
+                .unwrap_or_else(|| panic!("{seen:?}"));
+            assert!(
+                warning.contains(&format!("using {} pages", small.unwrap())),
+                "{warning}"
+            );
+            assert!(warning.contains("FFCV's 8 pages"), "{warning}");
+        },
     );
-    assert!(warning.contains("FFCV's 8 pages"), "{warning}");
 }
