@@ -171,7 +171,8 @@ fn report_dict<'py>(
 /// the options; `progress(unit, done, total)` is called on this thread as counts advance.
 /// Returns what it did as a dict (see `ffcv_rs.writer.WriteResult`).
 #[pyfunction]
-#[pyo3(signature = (format, inputs, out, fields, write_mode, max_resolution, jpeg_quality,
+// The options are keyword-only: `ffcv_rs.writer` passes each by name.
+#[pyo3(signature = (format, inputs, out, fields, *, write_mode, max_resolution, jpeg_quality,
     smart_threshold, compress_probability, seed, jpeg_passthrough, skip_unreadable,
     num_workers, page_size, shards, shard_index, progress=None))]
 #[allow(clippy::too_many_arguments)]

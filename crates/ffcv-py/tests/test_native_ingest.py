@@ -321,3 +321,14 @@ def read_bytes_field(path, name):
     column = reader.metadata.dtype.names[list(reader.handlers).index(name)]
     rows = reader.metadata[column]
     return [data[int(r["ptr"]):int(r["ptr"]) + int(r["size"])] for r in rows]
+
+
+def test_the_native_options_are_keyword_only(tmp_path):
+    """`ffcv_rs.writer` hands every option to the native conversion by name, and the native
+    function refuses them by position: an option added in one place only cannot shift its
+    neighbours' values."""
+    from ffcv_rs import _native
+    with pytest.raises(TypeError):
+        _native.ingest("parquet", [], str(tmp_path / "out.beton"), [], "raw", None, 90, None,
+                       0.5, 0, False, False, 1, 1 << 21, 1, None)
+    assert not (tmp_path / "out.beton").exists()

@@ -117,6 +117,7 @@ def ingest(
     inputs: List[str],
     out: str,
     fields: List[str],
+    *,
     write_mode: str,
     max_resolution: Optional[int],
     jpeg_quality: int,

@@ -397,11 +397,11 @@ class _Counts:
 
 
 def _ingest(format: str, inputs: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]],
-            out: Union[str, os.PathLike], fields, write_mode: str,
-            max_resolution: Optional[int], jpeg_quality: int, smart_threshold: Optional[int],
-            compress_probability: float, seed: int, jpeg_passthrough: bool,
-            skip_unreadable: bool, num_workers: Optional[int], page_size: int, shards: int,
-            shard_index: Optional[int], progress) -> WriteResult:
+            out: Union[str, os.PathLike], fields, *, num_workers: Optional[int], shards: int,
+            shard_index: Optional[int], progress, **options) -> WriteResult:
+    # Every option travels by name, from the public function's parameters to the native
+    # call's, so a parameter added to one place and not the others is a TypeError, never
+    # a value taken for its neighbour.
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     inputs = [os.fspath(i) for i in inputs]
@@ -421,10 +421,9 @@ def _ingest(format: str, inputs: Union[str, os.PathLike, Iterable[Union[str, os.
     elif not callable(progress):
         raise TypeError("progress: True, False, or a function progress(unit, done, total)")
     try:
-        got = _native.ingest(format, inputs, os.fspath(out), _field_flags(fields), write_mode,
-                             max_resolution, jpeg_quality, smart_threshold,
-                             compress_probability, seed, jpeg_passthrough, skip_unreadable,
-                             num_workers or 0, page_size, shards, shard_index, progress)
+        got = _native.ingest(format, inputs, os.fspath(out), _field_flags(fields),
+                             num_workers=num_workers or 0, shards=shards,
+                             shard_index=shard_index, progress=progress, **options)
     finally:
         if counts is not None:
             counts.close()
@@ -473,9 +472,8 @@ def write_webdataset(inputs, out, fields=None, *, write_mode: str = "raw",
                      skip_unreadable: bool = False, num_workers: Optional[int] = None,
                      page_size: int = 1 << 23, shards: int = 1,
                      shard_index: Optional[int] = None, progress=False) -> WriteResult:
-    return _ingest("webdataset", inputs, out, fields, write_mode, max_resolution,
-                   jpeg_quality, smart_threshold, compress_probability, seed, jpeg_passthrough,
-                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+    # locals() is exactly this function's parameters here: each option passed by name.
+    return _ingest("webdataset", **locals())
 
 
 def write_parquet(inputs, out, fields=None, *, write_mode: str = "raw",
@@ -484,9 +482,7 @@ def write_parquet(inputs, out, fields=None, *, write_mode: str = "raw",
                   seed: int = 0, jpeg_passthrough: bool = False, skip_unreadable: bool = False,
                   num_workers: Optional[int] = None, page_size: int = 1 << 23, shards: int = 1,
                   shard_index: Optional[int] = None, progress=False) -> WriteResult:
-    return _ingest("parquet", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
-                   smart_threshold, compress_probability, seed, jpeg_passthrough,
-                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+    return _ingest("parquet", **locals())
 
 
 def write_arrow(inputs, out, fields=None, *, write_mode: str = "raw",
@@ -495,9 +491,7 @@ def write_arrow(inputs, out, fields=None, *, write_mode: str = "raw",
                 seed: int = 0, jpeg_passthrough: bool = False, skip_unreadable: bool = False,
                 num_workers: Optional[int] = None, page_size: int = 1 << 23, shards: int = 1,
                 shard_index: Optional[int] = None, progress=False) -> WriteResult:
-    return _ingest("arrow", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
-                   smart_threshold, compress_probability, seed, jpeg_passthrough,
-                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+    return _ingest("arrow", **locals())
 
 
 def write_tfrecord(inputs, out, fields=None, *, write_mode: str = "raw",
@@ -507,9 +501,7 @@ def write_tfrecord(inputs, out, fields=None, *, write_mode: str = "raw",
                    skip_unreadable: bool = False, num_workers: Optional[int] = None,
                    page_size: int = 1 << 23, shards: int = 1,
                    shard_index: Optional[int] = None, progress=False) -> WriteResult:
-    return _ingest("tfrecord", inputs, out, fields, write_mode, max_resolution, jpeg_quality,
-                   smart_threshold, compress_probability, seed, jpeg_passthrough,
-                   skip_unreadable, num_workers, page_size, shards, shard_index, progress)
+    return _ingest("tfrecord", **locals())
 
 
 write_webdataset.__doc__ = ("Converts WebDataset tar shards to a ``.beton`` file, as "
