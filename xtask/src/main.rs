@@ -16,6 +16,7 @@ mod tidy;
 mod verify;
 mod wheel;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -62,7 +63,8 @@ fn main() -> ExitCode {
         "gpu-bundle" => gpu_bundle::gpu_bundle(&root, &args[1..]),
         "wheel" => wheel::wheel(&root, &args[1..]),
         "help" | "--help" | "-h" => {
-            println!("{USAGE}");
+            // Not `println!`: a reader that closes the pipe early (`| head`) is no error.
+            let _ = writeln!(std::io::stdout(), "{USAGE}");
             Ok(())
         }
         other => {
