@@ -21,6 +21,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::command::stdout_of;
+
 /// How `cargo clippy` hands its lint arguments (`-- -D warnings`) to `clippy-driver`: an
 /// environment variable whose arguments each end with this separator.
 const CLIPPY_ARGS_SEPARATOR: &str = "__CLIPPY_HACKERY__";
@@ -51,18 +53,11 @@ fn clippy_args(args: &[&str]) -> String {
 /// the clippy component installs it.
 fn clippy_driver() -> Result<PathBuf, String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let output = Command::new(&rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .map_err(|err| format!("cannot run `rustc --print sysroot`: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`rustc --print sysroot` failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    let sysroot = stdout_of(
+        Command::new(&rustc).args(["--print", "sysroot"]),
+        "rustc --print sysroot",
+    )?;
+    let sysroot = PathBuf::from(sysroot.trim());
     let driver = sysroot.join("bin").join("clippy-driver");
     if driver.is_file() {
         Ok(driver)
@@ -87,9 +82,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("lib.rs");
         std::fs::write(&file, source).unwrap();
-        let env = lint_env().expect("clippy is installed where verify runs");
-        let (_, driver) = &env[0];
-        let output = Command::new(driver)
+        let driver = clippy_driver().expect("clippy is installed where verify runs");
+        let env = lint_env().unwrap();
+        let output = Command::new(&driver)
             .arg("rustc")
             .args([
                 "--edition",

@@ -71,6 +71,22 @@ pub fn venv_with(root: &Path, venv: &Path, packages: &[&str]) -> Result<(), Stri
     )
 }
 
+/// Runs `command` (shown in errors as `shown`) and returns what it printed on stdout; a
+/// failure to start, a non-zero status (with its stderr) or non-UTF-8 output is an error.
+pub fn stdout_of(command: &mut Command, shown: &str) -> Result<String, String> {
+    let output = command
+        .output()
+        .map_err(|err| format!("cannot run `{shown}`: {err}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{shown}` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    String::from_utf8(output.stdout).map_err(|_| format!("`{shown}` printed non-UTF-8 output"))
+}
+
 /// A `cargo` command: the cargo that runs xtask, so `cargo +toolchain xtask` keeps its
 /// toolchain.
 pub fn cargo_command() -> Command {

@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+
+use crate::command::{cargo_command, stdout_of};
 
 /// Where the layer table lives, between these two marker lines.
 pub const TABLE_DOC: &str = "docs/ARCHITECTURE.md";
@@ -43,27 +44,18 @@ pub fn check(root: &Path) -> Result<(), String> {
     let doc = std::fs::read_to_string(&doc_path)
         .map_err(|err| format!("cannot read {}: {err}", doc_path.display()))?;
     let layers = parse_table(&doc)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(root)
-        .output()
-        .map_err(|err| format!("cannot run `cargo metadata`: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`cargo metadata` failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let text = String::from_utf8(output.stdout)
-        .map_err(|_| "`cargo metadata` printed non-UTF-8 output".to_owned())?;
+    let text = stdout_of(
+        cargo_command()
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(root),
+        "cargo metadata",
+    )?;
     let packages = packages_from_metadata(&text)?;
     let violations = violations(&layers, &packages);
     if violations.is_empty() {
