@@ -23,6 +23,7 @@ from numpy.lib import recfunctions
 
 from ..errors import DecodeError
 from ..pipeline.compiler import Compiler
+from ..pipeline.generate_code import wrap_generate_code
 
 #: One sample's record for ``_native.BatchDecoder.run``: its id, where its bytes lie in
 #: the map, and the first 16 bytes of its metadata row as the file stores it.
@@ -37,16 +38,10 @@ MAX_IMAGE_PIXELS = 1 << 27
 def native_decoder(cls: type) -> type:
     """Class decorator: ``cls.generate_code`` returns :func:`native_decode_code` over the
     Python code the class defines (the code that runs under other memory managers)."""
-    python_code = cls.generate_code
-
-    def generate_code(self: Any) -> Callable:
-        return native_decode_code(self, lambda: python_code(self))
-
-    generate_code.__doc__ = (f"{cls.__name__}'s batch function: the loader's native decoder, "
-                             "or FFCV's Python code under a memory manager of the user's.")
-    generate_code.__qualname__ = f"{cls.__qualname__}.generate_code"
-    cls.generate_code = generate_code
-    return cls
+    return wrap_generate_code(
+        cls, lambda self, python_code: native_decode_code(self, lambda: python_code(self)),
+        f"{cls.__name__}'s batch function: the loader's native decoder, or FFCV's Python "
+        "code under a memory manager of the user's.")
 
 
 def _builtin_state(op: Any, storage_state: Any) -> bool:

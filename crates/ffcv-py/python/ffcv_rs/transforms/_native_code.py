@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from ..pipeline.compiler import Compiler
+from ..pipeline.generate_code import wrap_generate_code
 
 #: Element types pipeline-jit has, by NumPy name.
 _NATIVE = ("uint8", "uint16", "int32", "int64", "float16", "float32", "float64")
@@ -22,16 +23,10 @@ _NATIVE = ("uint8", "uint16", "int32", "int64", "float16", "float32", "float64")
 def native_protocol(cls: type) -> type:
     """Class decorator: ``cls.generate_code`` returns :func:`native_batch_code` over the
     NumPy code the class defines."""
-    python_code = cls.generate_code
-
-    def generate_code(self: Any) -> Callable:
-        return native_batch_code(self, python_code(self))
-
-    generate_code.__doc__ = (f"{cls.__name__}'s batch function: the native kernel, or "
-                             "FFCV's NumPy code for batches it does not take.")
-    generate_code.__qualname__ = f"{cls.__qualname__}.generate_code"
-    cls.generate_code = generate_code
-    return cls
+    return wrap_generate_code(
+        cls, lambda self, python_code: native_batch_code(self, python_code(self)),
+        f"{cls.__name__}'s batch function: the native kernel, or FFCV's NumPy code for "
+        "batches it does not take.")
 
 
 def native_batch_code(op: Any, python_code: Callable) -> Callable:
