@@ -18,12 +18,20 @@ is the median epoch's samples/s. The Python loops are one and the same function 
 ``ffcv bench`` does. They also report the consumer thread's CPU time per batch
 (``time.thread_time_ns`` over the timed epoch's loop, divided by its batches; median
 epoch): what the loop, the hand-over and the waits cost the thread that trains, which on
-a machine whose cores the workers fill is taken from the workers.
+a machine whose cores the workers fill is taken from the workers. ``timed_monotonic``
+gives the timed epochs' start and end on ``CLOCK_MONOTONIC``, the clock of
+``perf record -k CLOCK_MONOTONIC`` and ``perf sched record -k CLOCK_MONOTONIC``, to cut a
+profile to them.
 
-The end of the output is a markdown table (per file: each implementation's rounds, the
-ratio of ffcv_rs's Python loop to ``ffcv bench`` per round and of the medians, ffcv_rs to
-FFCV 1.0.2, and both Python loops' consumer microseconds per batch), with the load
-average before and after.
+The end of the output is a markdown table (per file and touch: each implementation's
+rounds, the ratio of ffcv_rs's Python loop to ``ffcv bench`` per round and of the
+medians, ffcv_rs to FFCV 1.0.2, and both Python loops' consumer microseconds per batch),
+with the load average before and after.
+
+``--touches element,none`` also runs each Python loop without its per-output touch
+(``none``: the loop only counts the samples), interleaved in the same rounds; the table
+then has a row per file and touch. The difference between the two rows is what the
+touch (four torch operations per output) costs, against what the hand-over costs.
 
 ``--one IMPL NAME FILE`` is the child mode (one Python run, one JSON line).
 """
@@ -39,8 +47,13 @@ import time
 BATCH = {"small-raw": 512, "bytes-128k": 64, "jpeg": 128}
 
 
-def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2) -> dict:
-    """One Python run with ``impl`` (``ffcv`` or ``ffcv_rs``) imported."""
+TOUCHES = ("element", "none")
+
+
+def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2,
+               touch: str = "element") -> dict:
+    """One Python run with ``impl`` (``ffcv`` or ``ffcv_rs``) imported; ``touch`` is
+    ``element`` (read one element of every output) or ``none``."""
     if impl == "ffcv":
         from ffcv.fields.decoders import RandomResizedCropRGBImageDecoder
         from ffcv.loader import Loader, OrderOption
@@ -58,23 +71,32 @@ def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2) -
     rates = []
     consumer = []
     sink = 0
+    timed_from = None
     for epoch in range(1 + epochs):
+        if epoch == 1:
+            timed_from = time.monotonic()
         n = batches = 0
         t = time.perf_counter()
         cpu = time.thread_time_ns()
-        for batch in loader:
-            n += batch[0].shape[0]
-            batches += 1
-            for out in batch:
-                sink += int(out.reshape(-1)[0] != 0)  # touch every output
+        if touch == "element":
+            for batch in loader:
+                n += batch[0].shape[0]
+                batches += 1
+                for out in batch:
+                    sink += int(out.reshape(-1)[0] != 0)  # touch every output
+        else:
+            for batch in loader:
+                n += batch[0].shape[0]
+                batches += 1
         cpu = time.thread_time_ns() - cpu
         dt = time.perf_counter() - t
         if epoch:
             rates.append(n / dt)
             consumer.append(cpu / 1e3 / batches)
-    return {"impl": impl, "name": name, "samples_per_sec": statistics.median(rates),
+    return {"impl": impl, "name": name, "touch": touch,
+            "samples_per_sec": statistics.median(rates),
             "epochs": rates, "consumer_us_per_batch": statistics.median(consumer),
-            "sink": sink}
+            "sink": sink, "timed_monotonic": [timed_from, time.monotonic()]}
 
 
 def cli_run(cli: str, name: str, path: str, epochs: int, workers: int = 2) -> dict:
@@ -110,14 +132,20 @@ def main() -> int:
     p.add_argument("--only", default="small-raw,bytes-128k,jpeg")
     p.add_argument("--workers", type=int, default=2,
                    help="decoding threads of every loader (the comparison's knob is 2)")
+    p.add_argument("--touches", default="element",
+                   help="comma-separated touches of the Python loops: element, none "
+                        "(--one takes the first)")
     p.add_argument("--one", nargs=3, metavar=("IMPL", "NAME", "FILE"))
     args = p.parse_args()
+    touches = args.touches.split(",")
+    if any(t not in TOUCHES for t in touches):
+        p.error(f"--touches: each one of {', '.join(TOUCHES)}")
     if args.one:
         impl, name, path = args.one
-        print(json.dumps(python_run(impl, name, path, args.epochs, args.workers)))
+        print(json.dumps(python_run(impl, name, path, args.epochs, args.workers, touches[0])))
         return 0
     names = args.only.split(",")
-    impls = ("ffcv bench", "ffcv_rs", "ffcv")
+    impls = ["ffcv bench"] + [(i, t) for t in touches for i in ("ffcv_rs", "ffcv")]
     results = {}
     consumer = {}
     load_before = os.getloadavg()
@@ -130,14 +158,15 @@ def main() -> int:
                 else:
                     out = subprocess.run(
                         [sys.executable, __file__, "--epochs", str(args.epochs), "--workers",
-                         str(args.workers), "--one", impl, name, path],
+                         str(args.workers), "--touches", impl[1], "--one", impl[0], name, path],
                         capture_output=True, text=True, timeout=900, check=True)
                     res = json.loads(out.stdout.strip().splitlines()[-1])
                     consumer.setdefault((name, impl), []).append(res["consumer_us_per_batch"])
                 load = os.getloadavg()[0]
                 us = res.get("consumer_us_per_batch")
                 us = f"  consumer {us:7.1f} us/batch" if us is not None else ""
-                print(f"round {r} {name:10s} {impl:10s} {res['samples_per_sec']:>10,.0f} "
+                label = impl if isinstance(impl, str) else f"{impl[0]} ({impl[1]})"
+                print(f"round {r} {name:10s} {label:18s} {res['samples_per_sec']:>10,.0f} "
                       f"samples/s{us}  (load {load:.1f})", flush=True)
                 results.setdefault((name, impl), []).append(res["samples_per_sec"])
     load_after = os.getloadavg()
@@ -145,17 +174,20 @@ def main() -> int:
           f"load average (1, 5, 15 min) "
           f"{', '.join(f'{x:.1f}' for x in load_before)} at the start, "
           f"{', '.join(f'{x:.1f}' for x in load_after)} at the end\n")
-    print("| file | `ffcv bench` (rounds) | `ffcv_rs` Python loop (rounds) | FFCV 1.0.2 Python "
-          "loop (rounds) | `ffcv_rs` / `ffcv bench`, per round | median ratio | `ffcv_rs` / "
+    print("| file | touch | `ffcv bench` (rounds) | `ffcv_rs` Python loop (rounds) | FFCV 1.0.2 "
+          "Python loop (rounds) | `ffcv_rs` / `ffcv bench`, per round | median ratio | `ffcv_rs` / "
           "FFCV 1.0.2 (medians) | consumer µs/batch, `ffcv_rs` | consumer µs/batch, FFCV 1.0.2 |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    med = statistics.median
     for name in names:
-        b, rs, f = (results[(name, i)] for i in impls)
-        per_round = ", ".join(f"{x / y:.2f}" for x, y in zip(rs, b))
-        med = statistics.median
-        print(f"| {name} | {rounds_text(b)} | {rounds_text(rs)} | {rounds_text(f)} | "
-              f"{per_round} | {med(rs) / med(b):.2f} | {med(rs) / med(f):.2f} | "
-              f"{med(consumer[(name, 'ffcv_rs')]):.1f} | {med(consumer[(name, 'ffcv')]):.1f} |")
+        b = results[(name, "ffcv bench")]
+        for t in touches:
+            rs, f = results[(name, ("ffcv_rs", t))], results[(name, ("ffcv", t))]
+            per_round = ", ".join(f"{x / y:.2f}" for x, y in zip(rs, b))
+            print(f"| {name} | {t} | {rounds_text(b)} | {rounds_text(rs)} | {rounds_text(f)} | "
+                  f"{per_round} | {med(rs) / med(b):.2f} | {med(rs) / med(f):.2f} | "
+                  f"{med(consumer[(name, ('ffcv_rs', t))]):.1f} | "
+                  f"{med(consumer[(name, ('ffcv', t))]):.1f} |")
     return 0
 
 
