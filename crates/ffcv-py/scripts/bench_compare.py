@@ -71,6 +71,7 @@ def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2,
     rates = []
     consumer = []
     sink = 0
+    touch_each = touch == "element"
     timed_from = None
     for epoch in range(1 + epochs):
         if epoch == 1:
@@ -78,16 +79,12 @@ def python_run(impl: str, name: str, path: str, epochs: int, workers: int = 2,
         n = batches = 0
         t = time.perf_counter()
         cpu = time.thread_time_ns()
-        if touch == "element":
-            for batch in loader:
-                n += batch[0].shape[0]
-                batches += 1
+        for batch in loader:
+            n += batch[0].shape[0]
+            batches += 1
+            if touch_each:
                 for out in batch:
                     sink += int(out.reshape(-1)[0] != 0)  # touch every output
-        else:
-            for batch in loader:
-                n += batch[0].shape[0]
-                batches += 1
         cpu = time.thread_time_ns() - cpu
         dt = time.perf_counter() - t
         if epoch:
