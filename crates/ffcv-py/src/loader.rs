@@ -378,24 +378,21 @@ impl NativeLoader {
     }
 
     /// Stops any running epoch (joining its threads), then starts the next one; returns its
-    /// id for `next_batch` and `stop_epoch`.
-    fn start_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+    /// id for `next_batch` and `stop_epoch`. With `owner`, also sets `owner._id` to the id
+    /// before returning: a Ctrl-C that comes during the call raises `KeyboardInterrupt` as
+    /// soon as the call returns, before Python code can store the result, and the owner's
+    /// `__del__` must still find the epoch to stop.
+    #[pyo3(signature = (owner=None))]
+    fn start_epoch(&self, py: Python<'_>, owner: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         self.here(py)?;
-        // All of it without the GIL: `running` is held by `next_batch` for as long as it
-        // waits for a batch slice (another thread's wait must not hold the GIL meanwhile),
-        // and joining the previous epoch's producer can wait for a batch in progress.
-        Ok(py.detach(|| {
-            let previous = lock(&self.running).take();
-            drop(previous);
-            // An epoch stopped by a signal ends its read in flight before this one starts.
-            let retired = std::mem::take(&mut *lock(&self.retired));
-            drop(retired);
-            let iter = lock(&self.loader).iter_unbound();
-            let mut n = lock(&self.epochs_started);
-            *n += 1;
-            *lock(&self.running) = Some(Running { id: *n, iter });
-            *n
-        }))
+        let id = self.start_next(py);
+        if let Some(owner) = owner
+            && let Err(err) = owner.setattr("_id", id)
+        {
+            self.stop(py, id);
+            return Err(err);
+        }
+        Ok(id)
     }
 
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
@@ -526,6 +523,25 @@ impl NativeLoader {
 }
 
 impl NativeLoader {
+    /// `start_epoch`'s work: stops the running epoch, starts the next; returns its id.
+    fn start_next(&self, py: Python<'_>) -> u64 {
+        // All of it without the GIL: `running` is held by `next_batch` for as long as it
+        // waits for a batch slice (another thread's wait must not hold the GIL meanwhile),
+        // and joining the previous epoch's producer can wait for a batch in progress.
+        py.detach(|| {
+            let previous = lock(&self.running).take();
+            drop(previous);
+            // An epoch stopped by a signal ends its read in flight before this one starts.
+            let retired = std::mem::take(&mut *lock(&self.retired));
+            drop(retired);
+            let iter = lock(&self.loader).iter_unbound();
+            let mut n = lock(&self.epochs_started);
+            *n += 1;
+            *lock(&self.running) = Some(Running { id: *n, iter });
+            *n
+        })
+    }
+
     /// The next batch of epoch `id` with its sample ids; see `next_batch`.
     fn next_batch_ids(
         &self,

@@ -210,3 +210,33 @@ def test_ctrl_c_from_another_thread_while_epochs_run():
     gc.collect()
     assert loader.live_threads() == 0
     assert len([b for b in loader]) == len(loader)
+
+
+class InterruptedAsStartReturns:
+    """The native loader, except that `start_epoch` raises `KeyboardInterrupt` right after
+    the epoch has started: what a Ctrl-C during the call does, since Python raises it as
+    the call returns, before the caller stores the id."""
+
+    def __init__(self, native):
+        self._real = native
+
+    def start_epoch(self, owner=None):
+        self._real.start_epoch(owner)
+        raise KeyboardInterrupt
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_ctrl_c_as_the_epoch_starts_still_stops_it(monkeypatch):
+    loader = blob_loader()
+    native = loader._native
+    monkeypatch.setattr(loader, "_native", InterruptedAsStartReturns(native))
+    with pytest.raises(KeyboardInterrupt):
+        iter(loader)
+    monkeypatch.setattr(loader, "_native", native)
+    # The half-made iterator is freed with the exception (collected, as the frames of
+    # `pytest.raises` hold it in a cycle); freeing it stops the epoch it started.
+    gc.collect()
+    assert loader.live_threads() == 0
+    assert len([b for b in loader]) == len(loader)

@@ -73,7 +73,11 @@ class EpochIterator:
         self._seed = loader.seed
         self._epoch = loader.next_epoch  # the epoch start_epoch runs
         self._hand_over = None if self._with_ids else _hand_over_plan(loader)
-        self._id = self._native.start_epoch()
+        self._id = None
+        # The native call sets `self._id` itself: a Ctrl-C during the call is raised as
+        # it returns, before an assignment here could run, and `__del__` must still stop
+        # the epoch that started.
+        self._native.start_epoch(self)
 
     def __iter__(self) -> "EpochIterator":
         return self
@@ -106,9 +110,12 @@ class EpochIterator:
 
     def close(self) -> None:
         """Stops the epoch now (held batches stay valid)."""
-        self._native.stop_epoch(self._id)
+        if self._id is not None:
+            self._native.stop_epoch(self._id)
 
     def __del__(self) -> None:
-        native = getattr(self, "_native", None)
-        if native is not None:
-            native.stop_epoch(self._id)
+        # `__init__` may have stopped anywhere (an exception, a Ctrl-C): only an epoch
+        # that started has an id.
+        epoch = getattr(self, "_id", None)
+        if epoch is not None:
+            self._native.stop_epoch(epoch)
