@@ -15,6 +15,7 @@ import importlib
 import inspect
 import json
 import sys
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -108,12 +109,14 @@ def table() -> str:
             if inspect.ismodule(obj):
                 reexported.setdefault(theirs(obj.__name__, api), []).append(name)
                 continue
-            ours_kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
+            ours_kind = ("class" if inspect.isclass(obj)
+                         else "type alias" if typing.get_origin(obj) is not None
+                         else "function" if callable(obj) else "value")
             home = getattr(obj, "__module__", None) if ours_kind != "value" else None
             if home and home != mod.__name__ and home.startswith("ffcv_rs"):
                 reexported.setdefault(theirs(home, api), []).append(name)
             else:
-                own.append((name, ours_kind if kind != "value" or ours_kind == "value" else ours_kind, obj))
+                own.append((name, ours_kind, obj))
         lines.append(f"**`{module}`**" + ("" if names else ": no public names (a package)"))
         lines.append("")
         if own:

@@ -18,6 +18,7 @@ import inspect
 import json
 import pkgutil
 import sys
+import typing
 
 
 def bound_names(source: str, package: str, module: str):
@@ -45,6 +46,10 @@ def kind(value) -> str:
         return "module"
     if inspect.isclass(value):
         return "class"
+    # Before Python 3.14 a `Union[...]` alias is callable (it raises when called), from 3.14
+    # on it is not: an alias is its own kind, whatever the interpreter.
+    if typing.get_origin(value) is not None:
+        return "type alias"
     if callable(value):
         return "function"
     return "value"

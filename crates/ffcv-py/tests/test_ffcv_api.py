@@ -9,6 +9,7 @@ import importlib
 import inspect
 import json
 import os
+import typing
 
 import pytest
 
@@ -41,6 +42,8 @@ def test_every_name_imports_with_its_kind(module, name, kind):
         assert inspect.isclass(value), f"{module}.{name} should be a class"
     elif kind == "function":
         assert callable(value), f"{module}.{name} should be callable"
+    elif kind == "type alias":
+        assert typing.get_origin(value) is not None, f"{module}.{name} should be a type alias"
     elif kind == "module":
         assert inspect.ismodule(value)
 

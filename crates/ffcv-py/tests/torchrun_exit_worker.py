@@ -87,12 +87,6 @@ def thread_names() -> list:
     return sorted(names)
 
 
-def process_name() -> str:
-    """The main thread's name, which threads started without a name of their own keep."""
-    with open("/proc/self/comm") as f:
-        return f.read().strip()
-
-
 def main() -> None:
     mode, fname, out = sys.argv[1], sys.argv[2], sys.argv[3]
     plain = sys.argv[4:] == ["plain"]
@@ -132,7 +126,6 @@ def main() -> None:
         destroy_process_group()
     record = {"rank": rank, "world": world, "ids": mine, "everyone": everyone,
               "live_threads": live_threads, "threads": threads,
-              "process_name": process_name(),
               "destroyed": not dist.is_initialized()}
     path = os.path.join(out, f"{mode}-{rank}.json")
     with open(path + ".tmp", "w") as f:
