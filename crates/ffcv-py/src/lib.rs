@@ -63,6 +63,7 @@ use pyo3::prelude::*;
 #[pymodule(name = "_native", gil_used = false)]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::NativeLoader>()?;
+    m.add_class::<loader::EpochHandle>()?;
     m.add_class::<batch::OutputView>()?;
     m.add_class::<kernels::BatchTransforms>()?;
     m.add_class::<decoders::BatchDecoder>()?;

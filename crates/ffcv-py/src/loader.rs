@@ -377,22 +377,18 @@ impl NativeLoader {
         Ok(py.detach(|| lock(&self.loader).order(epoch)))
     }
 
-    /// Stops any running epoch (joining its threads), then starts the next one; returns its
-    /// id for `next_batch` and `stop_epoch`. With `owner`, also sets `owner._id` to the id
-    /// before returning: a Ctrl-C that comes during the call raises `KeyboardInterrupt` as
-    /// soon as the call returns, before Python code can store the result, and the owner's
-    /// `__del__` must still find the epoch to stop.
-    #[pyo3(signature = (owner=None))]
-    fn start_epoch(&self, py: Python<'_>, owner: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
-        self.here(py)?;
-        let id = self.start_next(py);
-        if let Some(owner) = owner
-            && let Err(err) = owner.setattr("_id", id)
-        {
-            self.stop(py, id);
-            return Err(err);
-        }
-        Ok(id)
+    /// Stops any running epoch (joining its threads), then starts the next one; returns it
+    /// as an `Epoch`, whose `id` `next_batch` and `stop_epoch` take, and whose freeing
+    /// stops the epoch.
+    fn start_epoch(slf: &Bound<'_, Self>) -> PyResult<EpochHandle> {
+        let py = slf.py();
+        let this = slf.get();
+        this.here(py)?;
+        let id = this.start_next(py);
+        Ok(EpochHandle {
+            loader: slf.clone().unbind(),
+            id,
+        })
     }
 
     /// The next batch of epoch `id` as one view per output, or `None` when the epoch is
@@ -634,18 +630,56 @@ impl NativeLoader {
 
     fn stop(&self, py: Python<'_>, id: u64) {
         // The lock is taken without the GIL (another thread's `next_batch` holds it while it
-        // waits for a batch), and released before the epoch's threads are joined.
-        py.detach(|| {
-            let r = {
-                let mut running = lock(&self.running);
-                if running.as_ref().is_some_and(|r| r.id == id) {
-                    running.take()
-                } else {
-                    None
-                }
-            };
-            drop(r);
-        });
+        // waits for a batch).
+        py.detach(|| self.stop_running(id));
+    }
+
+    /// Stops epoch `id` if it is the running one, joining its threads; the lock is
+    /// released before they are joined.
+    fn stop_running(&self, id: u64) {
+        let r = {
+            let mut running = lock(&self.running);
+            if running.as_ref().is_some_and(|r| r.id == id) {
+                running.take()
+            } else {
+                None
+            }
+        };
+        drop(r);
+    }
+}
+
+/// One started epoch of a [`NativeLoader`], as `start_epoch` returns it: freeing it stops
+/// the epoch. Its end hangs on a native object rather than on a Python `__del__` because
+/// of Ctrl-C: a `KeyboardInterrupt` raised inside a Python finalizer is printed and lost,
+/// and one raised as `start_epoch` returns, before the caller has stored the result,
+/// would leave nothing to stop the epoch; here it frees the handle, which stops it.
+#[pyclass(frozen, module = "ffcv_rs._native", name = "Epoch")]
+pub struct EpochHandle {
+    loader: Py<NativeLoader>,
+    /// The id that `next_batch`, `next_outputs` and `stop_epoch` take.
+    #[pyo3(get)]
+    id: u64,
+}
+
+#[pymethods]
+impl EpochHandle {
+    /// Stops the epoch now, joining its threads (held batches stay valid).
+    fn stop(&self, py: Python<'_>) {
+        self.loader.get().stop_epoch(py, self.id);
+    }
+}
+
+impl Drop for EpochHandle {
+    fn drop(&mut self) {
+        let loader = self.loader.get();
+        // Freed by the interpreter, so attached to it: `stop_epoch` lets go of the GIL
+        // while it joins the epoch's threads. An interpreter that is shutting down cannot
+        // be attached to, and nothing waits for the GIL then: the epoch stops directly.
+        let stopped = Python::try_attach(|py| loader.stop_epoch(py, self.id));
+        if stopped.is_none() && loader.origin.is_here() {
+            loader.stop_running(self.id);
+        }
     }
 }
 

@@ -175,9 +175,9 @@ def test_unconsumed_capsules_give_their_slot_back():
     native = loader._native
     plan = ((0, HAND_CAPSULE, lambda c: c), (1, HAND_CAPSULE, lambda c: c))
     for _ in range(4):
-        eid = native.start_epoch()
+        epoch = native.start_epoch()
         n = 0
-        while (batch := native.next_outputs(eid, plan)) is not None:
+        while (batch := native.next_outputs(epoch.id, plan)) is not None:
             assert [type(c).__name__ for c in batch] == ["PyCapsule", "PyCapsule"]
             n += 1
         assert n == 25
@@ -192,16 +192,16 @@ def test_a_bad_plan_is_a_clear_error():
     loader = Loader(fixture("scalars"), batch_size=4,
                     pipelines={"index": [IntDecoder()], "value": [FloatDecoder()]})
     native = loader._native
-    eid = native.start_epoch()
+    epoch = native.start_epoch()
     with pytest.raises(IndexError, match="output 7 does not exist"):
-        native.next_outputs(eid, ((7, HAND_VIEW, np.asarray),))
+        native.next_outputs(epoch.id, ((7, HAND_VIEW, np.asarray),))
     with pytest.raises(ValueError, match="hand-over kind 9"):
-        native.next_outputs(eid, ((0, 9, np.asarray),))
+        native.next_outputs(epoch.id, ((0, 9, np.asarray),))
 
     def refuse(_):
         raise RuntimeError("converter failed")
     with pytest.raises(RuntimeError, match="converter failed"):
-        native.next_outputs(eid, ((0, HAND_VIEW, refuse),))
+        native.next_outputs(epoch.id, ((0, HAND_VIEW, refuse),))
     # The epoch goes on with the batches after the three taken above.
-    (index,) = native.next_outputs(eid, ((0, HAND_VIEW, np.asarray),))
+    (index,) = native.next_outputs(epoch.id, ((0, HAND_VIEW, np.asarray),))
     assert index[:, 0].tolist() == [12, 13, 14, 15]

@@ -3,7 +3,8 @@
 The Rust loader prepares batches ahead on its own threads; ``__next__`` waits for the
 next one with the GIL released, then runs the outputs' Python steps (if any) on the
 calling thread. Starting another epoch ends this one; freeing the iterator (the end of a
-``for`` loop, an exception in its body) stops the epoch and joins its threads.
+``for`` loop, an exception in its body) frees its native ``Epoch``, which stops the epoch
+and joins its threads.
 """
 
 import sys
@@ -73,11 +74,11 @@ class EpochIterator:
         self._seed = loader.seed
         self._epoch = loader.next_epoch  # the epoch start_epoch runs
         self._hand_over = None if self._with_ids else _hand_over_plan(loader)
-        self._id = None
-        # The native call sets `self._id` itself: a Ctrl-C during the call is raised as
-        # it returns, before an assignment here could run, and `__del__` must still stop
-        # the epoch that started.
-        self._native.start_epoch(self)
+        # The epoch stops when this native handle is freed (with the iterator, or at once
+        # if a Ctrl-C is raised as `start_epoch` returns). No `__del__` here: Python drops
+        # a `KeyboardInterrupt` raised inside a finalizer.
+        self._handle = self._native.start_epoch()
+        self._id = self._handle.id
 
     def __iter__(self) -> "EpochIterator":
         return self
@@ -110,12 +111,4 @@ class EpochIterator:
 
     def close(self) -> None:
         """Stops the epoch now (held batches stay valid)."""
-        if self._id is not None:
-            self._native.stop_epoch(self._id)
-
-    def __del__(self) -> None:
-        # `__init__` may have stopped anywhere (an exception, a Ctrl-C): only an epoch
-        # that started has an id.
-        epoch = getattr(self, "_id", None)
-        if epoch is not None:
-            self._native.stop_epoch(epoch)
+        self._handle.stop()
