@@ -39,8 +39,10 @@ tasks:
                       [--transform FIELD=OP[,OP...]]...`
   gpu-bundle          build the GPU checks and benchmark (no CUDA needed) into
                       target/gpu-bundle/ with a run.sh for a GPU host
-  wheel [--debug]     the ffcv_rs abi3 wheel (maturin, release profile, the workspace's own
-                      target/) into target/wheels/, for `pip install target/wheels/ffcv_rs-*.whl`
+  wheel [--debug] [--interpreter PYTHON]
+                      the ffcv_rs abi3 wheel (maturin, release profile, the workspace's own
+                      target/) into target/wheels/, for `pip install target/wheels/ffcv_rs-*.whl`;
+                      for a free-threaded PYTHON (3.14t), a wheel of that version
   tidy                only the tidy checks: every .rs file opens with a `//!` line and has
                       at most 800 lines (or a reason in xtask/src/long_files.rs); no crate
                       depends on one of its own or a higher layer (docs/ARCHITECTURE.md);

@@ -1,4 +1,5 @@
-//! `cargo xtask wheel`: the `ffcv_rs` abi3 wheel, built once into `target/wheels/`.
+//! `cargo xtask wheel`: the `ffcv_rs` wheel (abi3, or for one free-threaded interpreter),
+//! built once into `target/wheels/`.
 //!
 //! The wheel is built by maturin from the workspace itself, in the workspace's own
 //! `target/` directory, so a release build that is already there (from an earlier wheel,
@@ -20,16 +21,42 @@ use crate::command::{run, venv_with};
 /// Where the wheel lands, relative to the workspace root.
 pub const WHEEL_DIR: &str = "target/wheels";
 
-/// `cargo xtask wheel [--debug]`: builds the abi3 wheel into [`WHEEL_DIR`] and prints
-/// its path. `--debug` builds the dev profile (quick, unoptimised: for tests only).
-pub fn wheel(root: &Path, args: &[String]) -> Result<(), String> {
-    let mut release = true;
-    for arg in args {
+/// What `cargo xtask wheel` was asked for.
+#[derive(Debug, Default, PartialEq)]
+struct WheelArgs {
+    /// The dev profile (quick, unoptimised: for tests only) instead of release.
+    debug: bool,
+    /// The interpreter to build for (maturin's `--interpreter`); the one maturin finds
+    /// when absent.
+    interpreter: Option<PathBuf>,
+}
+
+fn parse_args(args: &[String]) -> Result<WheelArgs, String> {
+    let mut parsed = WheelArgs::default();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "--debug" => release = false,
-            other => return Err(format!("`wheel` takes only `--debug` (got `{other}`)")),
+            "--debug" => parsed.debug = true,
+            "--interpreter" => match rest.next() {
+                Some(path) => parsed.interpreter = Some(PathBuf::from(path)),
+                None => return Err("`--interpreter` needs a path to a python".into()),
+            },
+            other => {
+                return Err(format!(
+                    "`wheel` takes `--debug` and `--interpreter PYTHON` (got `{other}`)"
+                ));
+            }
         }
     }
+    Ok(parsed)
+}
+
+/// `cargo xtask wheel [--debug] [--interpreter PYTHON]`: builds the wheel into
+/// [`WHEEL_DIR`] and prints its path. The wheel is abi3 (any CPython from 3.9), except
+/// for a free-threaded interpreter (3.14t), which loads no abi3 module before 3.15:
+/// `--interpreter python3.14t` builds a wheel for that version only.
+pub fn wheel(root: &Path, args: &[String]) -> Result<(), String> {
+    let WheelArgs { debug, interpreter } = parse_args(args)?;
     let maturin = find_maturin(root)?;
     let out = root.join(WHEEL_DIR);
     // Old wheels of other versions would make `pip install target/wheels/ffcv_rs-*.whl`
@@ -43,18 +70,23 @@ pub fn wheel(root: &Path, args: &[String]) -> Result<(), String> {
         "crates/ffcv-py/Cargo.toml",
     ]);
     command.arg("--out").arg(&out);
-    if release {
+    if !debug {
         command.arg("--release");
+    }
+    if let Some(python) = &interpreter {
+        command.arg("--interpreter").arg(python);
     }
     run(root, &mut command)?;
     let built = wheels_in(&out)?;
     match built.as_slice() {
         [one] => {
             println!("{}", one.display());
-            eprintln!(
-                "install it in any environment (CPython >= 3.9): pip install {}",
-                one.display()
-            );
+            let which = if is_abi3(one) {
+                "any environment (CPython >= 3.9)"
+            } else {
+                "an environment of the interpreter it was built for"
+            };
+            eprintln!("install it in {which}: pip install {}", one.display());
             Ok(())
         }
         [] => Err(format!(
@@ -118,6 +150,13 @@ fn remove_old_wheels(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the wheel's tag is the stable ABI's (`…-cp39-abi3-…`).
+fn is_abi3(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.contains("-abi3-"))
+}
+
 /// maturin names the wheel after the distribution `ffcv-rs`, normalised to `ffcv_rs`.
 fn is_our_wheel(path: &Path) -> bool {
     path.file_name()
@@ -139,6 +178,44 @@ mod tests {
         )));
         assert!(!is_our_wheel(Path::new(
             "target/wheels/ffcv_rs-0.1.0.tar.gz"
+        )));
+    }
+
+    #[test]
+    fn arguments_name_the_profile_and_the_interpreter() {
+        let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse_args(&[]).unwrap(), WheelArgs::default());
+        assert_eq!(
+            parse_args(&args(&[
+                "--interpreter",
+                "/opt/py/bin/python3.14t",
+                "--debug"
+            ]))
+            .unwrap(),
+            WheelArgs {
+                debug: true,
+                interpreter: Some(PathBuf::from("/opt/py/bin/python3.14t")),
+            }
+        );
+        assert!(
+            parse_args(&args(&["--interpreter"]))
+                .unwrap_err()
+                .contains("needs a path")
+        );
+        assert!(
+            parse_args(&args(&["--release"]))
+                .unwrap_err()
+                .contains("`--release`")
+        );
+    }
+
+    #[test]
+    fn the_stable_abi_is_told_by_the_tag() {
+        assert!(is_abi3(Path::new(
+            "ffcv_rs-0.1.0-cp39-abi3-manylinux_2_34_x86_64.whl"
+        )));
+        assert!(!is_abi3(Path::new(
+            "ffcv_rs-0.1.0-cp314-cp314t-manylinux_2_34_x86_64.whl"
         )));
     }
 
