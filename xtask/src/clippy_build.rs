@@ -82,9 +82,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("lib.rs");
         std::fs::write(&file, source).unwrap();
-        let driver = clippy_driver().expect("clippy is installed where verify runs");
-        let env = lint_env().unwrap();
-        let output = Command::new(&driver)
+        let env = lint_env().expect("clippy is installed where verify runs");
+        // The driver cargo would run: the wrapper the environment names.
+        let (_, driver) = env
+            .iter()
+            .find(|(name, _)| *name == "RUSTC_WORKSPACE_WRAPPER")
+            .expect("lint_env names the wrapper");
+        let output = Command::new(driver)
             .arg("rustc")
             .args([
                 "--edition",
