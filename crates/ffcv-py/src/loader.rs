@@ -530,11 +530,23 @@ impl NativeLoader {
             // An epoch stopped by a signal ends its read in flight before this one starts.
             let retired = std::mem::take(&mut *lock(&self.retired));
             drop(retired);
+            // `running` is held from before the epoch is made (which moves the loader on to
+            // the next epoch) until it is in place: `state_json` would otherwise see no
+            // epoch running and the loader already past this one, a checkpoint that skips
+            // it. Same lock order as `state_json`: `running`, then the loader.
+            let mut running = lock(&self.running);
             let iter = lock(&self.loader).iter_unbound();
-            let mut n = lock(&self.epochs_started);
-            *n += 1;
-            *lock(&self.running) = Some(Running { id: *n, iter });
-            *n
+            let id = {
+                let mut n = lock(&self.epochs_started);
+                *n += 1;
+                *n
+            };
+            // Another thread may have started an epoch since the `take` above: this one
+            // replaces it, and it is joined once the lock is released.
+            let replaced = running.replace(Running { id, iter });
+            drop(running);
+            drop(replaced);
+            id
         })
     }
 

@@ -97,6 +97,45 @@ def test_two_threads_share_one_epoch_of_one_loader():
     assert scalar_pairs(a + b) == scalars_expected()
 
 
+def test_other_threads_query_a_loader_while_one_iterates_it():
+    # The loader's state is behind its own locks: its position, counters and threads can be
+    # read from any thread while another takes batches (on a free-threaded build, at the
+    # same time).
+    loader = Loader(fixture("scalars"), batch_size=5, num_workers=2, os_cache=False,
+                    order=OrderOption.RANDOM, seed=8, drop_last=False,
+                    pipelines={"index": [IntDecoder()], "value": [FloatDecoder()]})
+    done = threading.Event()
+
+    def iterate():
+        try:
+            return [scalar_pairs((np.array(i), np.array(v)) for i, v in loader)
+                    for _ in range(3)]
+        finally:
+            done.set()
+
+    def query():
+        positions, batches = [], []
+        while not done.is_set() or not positions:
+            state = loader.state_dict()["state"]
+            consumed = sum(sum(s["batches_consumed"]) for s in state["stints"])
+            positions.append((state["epoch"], consumed))
+            batches.append(loader.stats()["batches"])
+            assert len(loader) == 20
+            assert loader.live_threads() >= 0
+        return positions, batches
+
+    epochs, *queries = run_threads([iterate, query, query])
+    for epoch in epochs:
+        assert epoch == scalars_expected()
+    for positions, batches in queries:
+        # Each reader sees the position and the counters only move forward.
+        assert positions == sorted(positions) and positions[-1] <= (3, 0)
+        assert batches == sorted(batches) and batches[-1] <= 60
+    assert loader.state_dict()["state"]["epoch"] == 3
+    assert loader.stats()["batches"] == 60
+    assert loader.live_threads() == 0
+
+
 def test_the_module_keeps_the_gil_off_on_a_free_threaded_build():
     if not sysconfig.get_config_var("Py_GIL_DISABLED"):
         pytest.skip("not a free-threaded interpreter (docs/python.md: none could be "
