@@ -437,7 +437,7 @@ impl NativeLoader {
     fn state_json(&self, py: Python<'_>) -> PyResult<String> {
         self.here(py)?;
         // Both locks are taken and released without the GIL (see `stats`); `running`
-        // first, the only place that holds both.
+        // first, as `start_next`, the other place that holds both.
         Ok(py.detach(|| {
             let running = lock(&self.running);
             match running.as_ref() {
