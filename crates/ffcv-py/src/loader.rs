@@ -616,15 +616,7 @@ impl NativeLoader {
     /// `start_epoch` (or, after the loader is freed, by a thread of its own).
     fn interrupt(&self, py: Python<'_>, id: u64) {
         py.detach(|| {
-            let r = {
-                let mut running = lock(&self.running);
-                if running.as_ref().is_some_and(|r| r.id == id) {
-                    running.take()
-                } else {
-                    None
-                }
-            };
-            let Some(Running { mut iter, .. }) = r else {
+            let Some(Running { mut iter, .. }) = self.take_running(id) else {
                 return;
             };
             iter.request_stop();
@@ -646,18 +638,21 @@ impl NativeLoader {
         py.detach(|| self.stop_running(id));
     }
 
-    /// Stops epoch `id` if it is the running one, joining its threads; the lock is
-    /// released before they are joined.
+    /// Stops epoch `id` if it is the running one, joining its threads after the lock is
+    /// released.
     fn stop_running(&self, id: u64) {
-        let r = {
-            let mut running = lock(&self.running);
-            if running.as_ref().is_some_and(|r| r.id == id) {
-                running.take()
-            } else {
-                None
-            }
-        };
-        drop(r);
+        drop(self.take_running(id));
+    }
+
+    /// Epoch `id` taken out of `running` if it is the running one; the lock is released
+    /// on return, so the caller can stop the epoch without holding it.
+    fn take_running(&self, id: u64) -> Option<Running> {
+        let mut running = lock(&self.running);
+        if running.as_ref().is_some_and(|r| r.id == id) {
+            running.take()
+        } else {
+            None
+        }
     }
 }
 
